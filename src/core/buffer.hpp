@@ -1,0 +1,61 @@
+// zc::core::buffer and buffer_inventory, DOCA's doca_buf and doca_buf_inventory. A buffer is a
+// window [head, head+capacity) of a memory map with a data section [data, data+length) inside
+// it. The inventory holds a fixed number of buffer descriptors, taken at configure time, so the
+// data path gets and returns them without allocating.
+// Thread rules: an inventory and its buffers belong to one thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/memory_map.hpp"
+#include "core/status.hpp"
+
+namespace zc::core {
+
+class buffer_inventory;
+
+class buffer {
+ public:
+  uint8_t* head() const noexcept { return head_; }
+  size_t capacity() const noexcept { return capacity_; }
+  uint8_t* data() const noexcept { return data_; }
+  size_t data_length() const noexcept { return data_length_; }
+  memory_map& map() const noexcept { return *map_; }
+  // Moves the data section; it must stay inside [head, head+capacity).
+  status set_data(uint8_t* data, size_t length) noexcept;
+  // Offset of the data section from the start of its memory map.
+  uint64_t map_offset() const noexcept { return static_cast<uint64_t>(data_ - map_->data()); }
+  // Returns the descriptor to its inventory.
+  void release() noexcept;
+
+ private:
+  friend class buffer_inventory;
+  uint8_t* head_ = nullptr;
+  size_t capacity_ = 0;
+  uint8_t* data_ = nullptr;
+  size_t data_length_ = 0;
+  memory_map* map_ = nullptr;
+  buffer_inventory* inventory_ = nullptr;
+  bool in_use_ = false;
+};
+
+class buffer_inventory {
+ public:
+  explicit buffer_inventory(uint32_t count);
+
+  // A buffer over [addr, addr+length) with an empty data section at addr.
+  status get_by_addr(memory_map& map, void* addr, size_t length, buffer*& out) noexcept;
+  // A buffer whose data section is [data, data+length).
+  status get_by_data(memory_map& map, void* data, size_t length, buffer*& out) noexcept;
+
+  uint32_t capacity() const noexcept { return static_cast<uint32_t>(buffers_.size()); }
+  uint32_t available() const noexcept { return static_cast<uint32_t>(free_.size()); }
+
+ private:
+  friend class buffer;
+  std::vector<buffer> buffers_;
+  std::vector<buffer*> free_;
+};
+
+}  // namespace zc::core

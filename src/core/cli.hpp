@@ -1,0 +1,51 @@
+// Command-line front end shared by every program: CLI11 for flags, plus the options all of them
+// take (-h, -v, -l/--log-level, --sdk-log-level, -j/--json FILE, --poll-mode). Control path only.
+//
+//   zc::core::cli cli{"zcstore_target_rdma", "Memory-backed RDMA storage target"};
+//   cli.app().add_option("--listen-port", port)->required();
+//   if (auto exit_code = cli.parse(argc, argv)) return *exit_code;
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/progress_engine.hpp"
+
+namespace zc::core {
+
+// Exit status for a command line that cannot be used (bad flag, bad value, bad JSON).
+inline constexpr int exit_bad_usage = 2;
+
+class cli {
+ public:
+  cli(std::string program_name, std::string description);
+
+  CLI::App& app() { return app_; }
+  const std::string& program_name() const { return program_name_; }
+
+  // Parses the JSON file named by -j/--json (if any) and then argv on top of it: a flag given on
+  // the command line wins over the same key in the file. Applies the log levels. Returns an exit
+  // status when the program must stop now (0 after -h/-v; exit_bad_usage after printing one
+  // line that names the problem), or nullopt to go on.
+  std::optional<int> parse(int argc, const char* const* argv);
+
+  poll_mode polling() const { return poll_mode_; }
+
+  // Turns a JSON object into command-line words: {"cpu": [0, 1], "listen-port": 1234,
+  // "verbose": true} -> --cpu 0 --cpu 1 --listen-port 1234 --verbose. Throws status_error
+  // (invalid_value) on anything that is not an object of scalars and arrays of scalars.
+  static std::vector<std::string> json_to_args(const std::string& json_text);
+
+ private:
+  std::string program_name_;
+  CLI::App app_;
+  int log_level_ = 50;
+  int sdk_log_level_ = 40;
+  std::string json_file_;
+  poll_mode poll_mode_ = poll_mode::adaptive;
+};
+
+}  // namespace zc::core

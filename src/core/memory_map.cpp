@@ -1,0 +1,193 @@
+#include "core/memory_map.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/blob.hpp"
+#include "core/bytes.hpp"
+#include "core/export_table.hpp"
+#include "core/log.hpp"
+
+namespace zc::core {
+namespace {
+
+constexpr size_t token_bytes = 16;
+
+uint64_t random_u64() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+    throw status_error(status::operating_system, "getrandom failed");
+  return v;
+}
+
+size_t page_round(size_t n) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (n + page - 1) / page * page;
+}
+
+std::string os_error(const char* what) { return fmt::format("{}: {}", what, strerror(errno)); }
+
+}  // namespace
+
+uint64_t process_token() noexcept {
+  static const uint64_t token = [] {
+    uint64_t v = 0;
+    while (v == 0) v = random_u64();
+    return v;
+  }();
+  return token;
+}
+
+std::unique_ptr<memory_map> memory_map::wrap(void* addr, size_t length, access permissions) {
+  if (addr == nullptr || length == 0)
+    throw status_error(status::invalid_value, "memory map needs a non-empty range");
+  std::unique_ptr<memory_map> map(new memory_map());
+  map->data_ = static_cast<uint8_t*>(addr);
+  map->size_ = length;
+  map->permissions_ = permissions;
+  return map;
+}
+
+std::unique_ptr<memory_map> memory_map::allocate(size_t length, access permissions) {
+  if (length == 0) throw status_error(status::invalid_value, "memory map needs a non-empty range");
+  std::unique_ptr<memory_map> map(new memory_map());
+  uint64_t a = random_u64(), b = random_u64();
+  map->memfd_token_ = fmt::format("{:016x}{:016x}", a, b);
+  std::string name = "zcstore-" + map->memfd_token_;
+  map->memfd_ = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (map->memfd_ < 0) throw status_error(status::no_memory, os_error("memfd_create"));
+  const size_t mapped = page_round(length);
+  if (ftruncate(map->memfd_, static_cast<off_t>(mapped)) != 0)
+    throw status_error(status::no_memory, os_error("ftruncate"));
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, map->memfd_, 0);
+  if (p == MAP_FAILED) throw status_error(status::no_memory, os_error("mmap"));
+  map->data_ = static_cast<uint8_t*>(p);
+  map->size_ = length;
+  map->permissions_ = permissions;
+  map->owns_mapping_ = true;
+  return map;
+}
+
+memory_map::~memory_map() {
+  withdraw_rdma_export();
+  if (owns_mapping_) munmap(data_, page_round(size_));
+  if (memfd_ >= 0) close(memfd_);
+}
+
+// PCI export payload: u32 pid, u32 fd, 16-byte token, u64 length, u32 access.
+std::vector<uint8_t> memory_map::export_pci() const {
+  if (!has(permissions_, access::pci_read_only) && !has(permissions_, access::pci_read_write))
+    throw status_error(status::not_permitted, "memory map lacks PCI access; cannot export it");
+  if (memfd_ < 0 || memfd_token_.size() != 2 * token_bytes)
+    throw status_error(status::not_supported,
+                       "only memory from memory_map::allocate can be exported for PCI");
+  std::vector<uint8_t> payload;
+  byte_writer w(payload);
+  w.u32(static_cast<uint32_t>(getpid()));
+  w.u32(static_cast<uint32_t>(memfd_));
+  w.bytes({reinterpret_cast<const uint8_t*>(memfd_token_.data()), memfd_token_.size()});
+  w.u64(size_);
+  w.u32(static_cast<uint32_t>(permissions_));
+  return frame_blob(blob_kind::pci_memory, payload);
+}
+
+std::unique_ptr<memory_map> memory_map::import_pci(std::span<const uint8_t> blob) {
+  std::span<const uint8_t> payload;
+  throw_if_failed(parse_blob(blob, blob_kind::pci_memory, payload), "malformed PCI export blob");
+  byte_reader r(payload);
+  uint32_t pid = r.u32();
+  uint32_t fd = r.u32();
+  auto token_span = r.bytes(2 * token_bytes);
+  uint64_t length = r.u64();
+  auto permissions = static_cast<access>(r.u32());
+  if (!r.ok() || r.remaining() != 0 || length == 0)
+    throw status_error(status::invalid_value, "malformed PCI export blob");
+  std::string token(reinterpret_cast<const char*>(token_span.data()), token_span.size());
+
+  // The exporter's memfd, reached through /proc; its name proves it is the memory the blob names
+  // and not some later file that reused the pid or fd number.
+  std::string path = fmt::format("/proc/{}/fd/{}", pid, fd);
+  char target[256] = {};
+  ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
+  if (n < 0)
+    throw status_error(status::not_found,
+                       fmt::format("PCI export of process {} is gone (exporter exited?)", pid));
+  if (std::string_view(target, static_cast<size_t>(n)).find("zcstore-" + token) ==
+      std::string_view::npos)
+    throw status_error(status::not_permitted, "PCI export blob does not match the exporter's memory");
+  const bool writable = has(permissions, access::pci_read_write);
+  int memfd = open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  if (memfd < 0)
+    throw status_error(errno == ENOENT ? status::not_found : status::not_permitted,
+                       os_error("cannot open exported memory"));
+  struct stat st {};
+  if (fstat(memfd, &st) != 0 || static_cast<uint64_t>(st.st_size) < length) {
+    close(memfd);
+    throw status_error(status::invalid_value, "PCI export is larger than the exporter's memory");
+  }
+  void* p = mmap(nullptr, page_round(length), writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                 MAP_SHARED, memfd, 0);
+  if (p == MAP_FAILED) {
+    close(memfd);
+    throw status_error(status::no_memory, os_error("mmap of PCI export"));
+  }
+  std::unique_ptr<memory_map> map(new memory_map());
+  map->data_ = static_cast<uint8_t*>(p);
+  map->size_ = length;
+  map->permissions_ = permissions;
+  map->memfd_ = memfd;
+  map->owns_mapping_ = true;
+  return map;
+}
+
+// RDMA export payload: u64 owner token, u64 export id, u64 base, u64 length, u32 access.
+std::vector<uint8_t> memory_map::export_rdma() {
+  if (is_remote()) throw status_error(status::not_supported, "a remote map cannot be re-exported");
+  if ((static_cast<uint32_t>(permissions_) & static_cast<uint32_t>(rdma_all)) == 0)
+    throw status_error(status::not_permitted, "memory map lacks RDMA access; cannot export it");
+  if (export_slot_ == 0) export_slot_ = export_table::add(data_, size_, permissions_);
+  std::vector<uint8_t> payload;
+  byte_writer w(payload);
+  w.u64(process_token());
+  w.u64(export_slot_);
+  w.u64(reinterpret_cast<uintptr_t>(data_));
+  w.u64(size_);
+  w.u32(static_cast<uint32_t>(permissions_));
+  return frame_blob(blob_kind::rdma_memory, payload);
+}
+
+void memory_map::withdraw_rdma_export() noexcept {
+  if (export_slot_ == 0) return;
+  export_table::remove(export_slot_);
+  export_slot_ = 0;
+}
+
+std::unique_ptr<memory_map> memory_map::import_rdma(std::span<const uint8_t> blob) {
+  std::span<const uint8_t> payload;
+  throw_if_failed(parse_blob(blob, blob_kind::rdma_memory, payload), "malformed RDMA export blob");
+  byte_reader r(payload);
+  remote_region remote;
+  remote.owner_token = r.u64();
+  remote.export_id = r.u64();
+  remote.base = r.u64();
+  remote.length = r.u64();
+  remote.permissions = static_cast<access>(r.u32());
+  if (!r.ok() || r.remaining() != 0 || remote.export_id == 0 || remote.length == 0 ||
+      remote.base + remote.length < remote.base)
+    throw status_error(status::invalid_value, "malformed RDMA export blob");
+  std::unique_ptr<memory_map> map(new memory_map());
+  map->remote_ = remote;
+  map->data_ = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(remote.base));
+  map->size_ = remote.length;
+  map->permissions_ = remote.permissions;
+  return map;
+}
+
+}  // namespace zc::core

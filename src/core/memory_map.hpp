@@ -1,0 +1,98 @@
+// zc::core::memory_map, DOCA's doca_mmap: a memory range plus who may touch it and how.
+// A map is local (memory of this process: wrapped, or allocated from a memfd so it can be shared),
+// imported from a PCI export (the exporter's pages mapped here: the same physical memory, no
+// copy), or imported from an RDMA export (a description of a peer's memory, usable only as the
+// remote side of rdma tasks). Exports are framed blobs (core/blob.hpp) carried out of band.
+// Thread rules: create, export and destroy from one thread; data and lookups from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.hpp"
+
+namespace zc::core {
+
+// DOCA's doca_access_flag values.
+enum class access : uint32_t {
+  local_read_only = 0,
+  local_read_write = 1 << 0,
+  rdma_read = 1 << 1,
+  rdma_write = 1 << 2,
+  rdma_atomic = 1 << 3,
+  pci_read_only = 1 << 4,
+  pci_read_write = 1 << 5,
+};
+constexpr access operator|(access a, access b) {
+  return static_cast<access>(static_cast<uint32_t>(a) | static_cast<uint32_t>(b));
+}
+constexpr bool has(access set, access flag) {
+  return (static_cast<uint32_t>(set) & static_cast<uint32_t>(flag)) == static_cast<uint32_t>(flag);
+}
+inline constexpr access rdma_all = access::rdma_read | access::rdma_write | access::rdma_atomic;
+
+// What an RDMA export names: memory that lives in another process.
+struct remote_region {
+  uint64_t owner_token = 0;  // the exporting process instance
+  uint64_t export_id = 0;    // its export table entry (slot + generation)
+  uint64_t base = 0;         // the exporter's address of byte 0
+  uint64_t length = 0;
+  access permissions = access::local_read_only;
+};
+
+class memory_map {
+ public:
+  // Memory the caller owns and keeps alive longer than the map.
+  static std::unique_ptr<memory_map> wrap(void* addr, size_t length, access permissions);
+  // Zeroed, page-aligned memory from a memfd, owned by the map; the only kind export_pci takes.
+  static std::unique_ptr<memory_map> allocate(size_t length, access permissions);
+  // Maps the pages of a PCI export into this process. Throws status_error: invalid_value for a
+  // malformed blob, not_found when the exporter has gone, not_permitted for a foreign one.
+  static std::unique_ptr<memory_map> import_pci(std::span<const uint8_t> blob);
+  // Describes a peer's RDMA export. Throws status_error(invalid_value, ...) on a malformed blob.
+  static std::unique_ptr<memory_map> import_rdma(std::span<const uint8_t> blob);
+
+  ~memory_map();
+  memory_map(const memory_map&) = delete;
+  memory_map& operator=(const memory_map&) = delete;
+
+  // PCI export of allocate()d memory with a pci_* permission; throws not_permitted otherwise.
+  std::vector<uint8_t> export_pci() const;
+  // RDMA export of local memory with an rdma_* permission. The first call enters the map in the
+  // process's export table; peers lose access when the map is withdrawn or destroyed.
+  std::vector<uint8_t> export_rdma();
+  // Ends the RDMA export: later requests from peers fail with not_found.
+  void withdraw_rdma_export() noexcept;
+  bool rdma_exported() const noexcept { return export_slot_ != 0; }
+
+  bool is_remote() const noexcept { return remote_.export_id != 0; }
+  // Local maps: this process's address. Remote maps: the exporter's address (not dereferenceable).
+  uint8_t* data() const noexcept { return data_; }
+  size_t size() const noexcept { return size_; }
+  access permissions() const noexcept { return permissions_; }
+  const remote_region& remote() const noexcept { return remote_; }
+  bool contains(const void* p, size_t length) const noexcept {
+    auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(data_);
+    return a >= b && a - b <= size_ && length <= size_ - (a - b);
+  }
+
+ private:
+  memory_map() = default;
+
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  access permissions_ = access::local_read_only;
+  int memfd_ = -1;
+  bool owns_mapping_ = false;
+  std::string memfd_token_;  // random name proving a PCI import maps the right memfd
+  uint64_t export_slot_ = 0;
+  remote_region remote_;
+};
+
+// Random 64-bit identity of this process instance; tells our exports from another's.
+uint64_t process_token() noexcept;
+
+}  // namespace zc::core

@@ -1,0 +1,116 @@
+#include "core/progress_engine.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "core/context.hpp"
+#include "core/log.hpp"
+
+namespace zc::core {
+
+progress_engine::progress_engine(poll_mode mode) : mode_(mode) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  notify_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || notify_fd_ < 0)
+    throw status_error(status::operating_system, "progress engine: cannot create epoll/eventfd");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, notify_fd_, &ev);
+}
+
+progress_engine::~progress_engine() {
+  shared_.clear();
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (notify_fd_ >= 0) close(notify_fd_);
+}
+
+void progress_engine::attach(event_source& source) {
+  sources_.push_back(&source);
+  if (int fd = source.wait_fd(); fd >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &source;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST)
+      throw status_error(status::operating_system, "progress engine: epoll_ctl failed");
+  }
+}
+
+void progress_engine::detach(event_source& source) {
+  sources_.erase(std::remove(sources_.begin(), sources_.end(), &source), sources_.end());
+  if (int fd = source.wait_fd(); fd >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+}
+
+void progress_engine::complete(task_base& task, status result) noexcept {
+  task.status_ = result;
+  task.next_ = nullptr;
+  if (completed_tail_ != nullptr) {
+    completed_tail_->next_ = &task;
+  } else {
+    completed_head_ = &task;
+  }
+  completed_tail_ = &task;
+}
+
+size_t progress_engine::run_completions() {
+  size_t ran = 0;
+  while (completed_head_ != nullptr) {
+    task_base* task = completed_head_;
+    completed_head_ = task->next_;
+    if (completed_head_ == nullptr) completed_tail_ = nullptr;
+    task->next_ = nullptr;
+    context* owner = task->context_;
+    owner->task_finished();
+    task->pool_->dispatch(*task);
+    owner->check_stopped();
+    ++ran;
+  }
+  return ran;
+}
+
+bool progress_engine::progress() {
+  size_t done = run_completions();
+  // Index loop: a callback may attach or detach sources.
+  for (size_t i = 0; i < sources_.size(); ++i) done += sources_[i]->poll();
+  done += run_completions();
+  if (done != 0) {
+    ++hits_;
+    if (mode_ == poll_mode::adaptive) last_hit_ = steady_clock::now();
+    return true;
+  }
+  ++misses_;
+  return false;
+}
+
+void progress_engine::wait(std::chrono::microseconds timeout) {
+  if (mode_ == poll_mode::busy || completed_head_ != nullptr) return;
+  auto now = steady_clock::now();
+  if (mode_ == poll_mode::adaptive && now - last_hit_ < spin_window_) return;
+
+  auto deadline = now + timeout;
+  for (event_source* source : sources_) {
+    if (!source->arm()) return;
+    deadline = std::min(deadline, source->next_deadline());
+  }
+  if (deadline <= now) return;
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
+  epoll_event events[16];
+  int n = epoll_wait(epoll_fd_, events, 16, static_cast<int>(std::min<int64_t>(ms, 60'000)));
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.ptr == nullptr) {
+      uint64_t value;
+      [[maybe_unused]] ssize_t r = read(notify_fd_, &value, sizeof(value));
+    }
+  }
+}
+
+void progress_engine::notify() noexcept {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t r = write(notify_fd_, &one, sizeof(one));
+}
+
+}  // namespace zc::core
