@@ -48,8 +48,7 @@ status parse_blob(std::span<const uint8_t> blob, blob_kind expected,
     return status::invalid_value;
   }
   if (length > blob_max_payload || length != r.remaining()) {
-    ZC_SDK_LOG_ERROR("rejected blob: declares {} payload bytes, carries {}", length,
-                     r.remaining());
+    ZC_SDK_LOG_ERROR("rejected blob: declares {} payload bytes, carries {}", length, r.remaining());
     return status::invalid_value;
   }
   auto body = r.bytes(length);

@@ -13,7 +13,9 @@
 
 namespace zc {
 
-inline uint16_t load_be16(const uint8_t* p) noexcept { return uint16_t(p[0] << 8 | p[1]); }
+inline uint16_t load_be16(const uint8_t* p) noexcept {
+  return uint16_t(p[0] << 8 | p[1]);
+}
 inline uint32_t load_be32(const uint8_t* p) noexcept {
   return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
 }

@@ -30,8 +30,9 @@ const CLI::Validator log_level_check(
 
 std::string scalar_to_word(const nlohmann::json& value, const std::string& key) {
   if (value.is_string()) return value.get<std::string>();
-  if (value.is_number_integer()) return std::to_string(value.get<long long>());
+  // Unsigned first: is_number_integer() is also true for unsigned values above INT64_MAX.
   if (value.is_number_unsigned()) return std::to_string(value.get<unsigned long long>());
+  if (value.is_number_integer()) return std::to_string(value.get<long long>());
   if (value.is_number_float()) return fmt::format("{}", value.get<double>());
   throw status_error(status::invalid_value,
                      fmt::format("JSON key \"{}\" must hold a string, a number or a list", key));
@@ -41,6 +42,9 @@ std::string scalar_to_word(const nlohmann::json& value, const std::string& key) 
 
 cli::cli(std::string program_name, std::string description)
     : program_name_(std::move(program_name)), app_(std::move(description), program_name_) {
+  // JSON words go first and the command line after them, so an option may appear twice; the
+  // last one (the command line's) wins instead of CLI11's default error.
+  app_.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app_.set_version_flag("-v,--version", std::string(ZC_VERSION));
   app_.add_option("-l,--log-level", log_level_,
                   "Application log level: 10 disable, 20 critical, 30 error, 40 warning, "
@@ -94,6 +98,7 @@ std::optional<int> cli::parse(int argc, const char* const* argv) {
     std::string_view word = argv[i];
     if ((word == "-j" || word == "--json") && i + 1 < argc) json_path = argv[i + 1];
     if (word.rfind("--json=", 0) == 0) json_path = std::string(word.substr(7));
+    if (word.size() > 2 && word.rfind("-j", 0) == 0) json_path = std::string(word.substr(2));
   }
   try {
     if (!json_path.empty()) {

@@ -6,17 +6,25 @@ namespace zc::core {
 
 std::string_view to_string(context_state s) noexcept {
   switch (s) {
-    case context_state::idle: return "idle";
-    case context_state::starting: return "starting";
-    case context_state::running: return "running";
-    case context_state::stopping: return "stopping";
+    case context_state::idle:
+      return "idle";
+    case context_state::starting:
+      return "starting";
+    case context_state::running:
+      return "running";
+    case context_state::stopping:
+      return "stopping";
   }
   return "?";
 }
 
-context::context(progress_engine& engine) : engine_(engine) { engine_.attach(*this); }
+context::context(progress_engine& engine) : engine_(engine) {
+  engine_.attach(*this);
+}
 
-context::~context() { engine_.detach(*this); }
+context::~context() {
+  engine_.detach(*this);
+}
 
 status context::start() {
   if (state_ != context_state::idle) return status::bad_state;

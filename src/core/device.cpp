@@ -14,8 +14,8 @@ namespace {
 
 // The first network interface or RDMA device of a PCI function, or "".
 std::string from_pci(const std::string& address) {
-  std::string full = std::count(address.begin(), address.end(), ':') == 1 ? "0000:" + address
-                                                                          : address;
+  std::string full =
+      std::count(address.begin(), address.end(), ':') == 1 ? "0000:" + address : address;
   fs::path dev = fs::path("/sys/bus/pci/devices") / full;
   std::error_code ec;
   for (const char* sub : {"infiniband", "net"}) {

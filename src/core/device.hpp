@@ -1,7 +1,7 @@
 // zc::core::device, DOCA's doca_dev: which network the RDMA layer uses. The spec is "auto" (UCX
 // picks: shared memory on one host, a network between hosts), "tcp", "sm"/"shm", a network
-// interface ("lo", "eth0": TCP over it), an RDMA device ("mlx5_0" or "mlx5_0:1"), or a PCI address of either.
-// The host representor (-r) is kept as a label: there is no PCIe function to pick here.
+// interface ("lo", "eth0": TCP over it), an RDMA device ("mlx5_0" or "mlx5_0:1"), or a PCI address
+// of either. The host representor (-r) is kept as a label: there is no PCIe function to pick here.
 #pragma once
 
 #include <string>

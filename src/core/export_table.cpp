@@ -1,8 +1,8 @@
 #include "core/export_table.hpp"
 
 #include <array>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -28,8 +28,12 @@ constexpr uint32_t slot_count = 4096;
 std::array<internal::export_slot, slot_count> slots;
 std::mutex control_mutex;  // add/remove only
 
-uint32_t slot_of(uint64_t id) { return static_cast<uint32_t>(id & 0xFFFFFFFFu); }
-uint32_t generation_of(uint64_t id) { return static_cast<uint32_t>(id >> 32); }
+uint32_t slot_of(uint64_t id) {
+  return static_cast<uint32_t>(id & 0xFFFFFFFFu);
+}
+uint32_t generation_of(uint64_t id) {
+  return static_cast<uint32_t>(id >> 32);
+}
 
 }  // namespace
 

@@ -20,7 +20,9 @@ class export_table {
   class claim {
    public:
     claim() = default;
-    claim(claim&& other) noexcept : slot_(other.slot_), data_(other.data_) { other.slot_ = nullptr; }
+    claim(claim&& other) noexcept : slot_(other.slot_), data_(other.data_) {
+      other.slot_ = nullptr;
+    }
     claim& operator=(claim&& other) noexcept;
     ~claim() { reset(); }
     uint8_t* data() const noexcept { return data_; }
@@ -36,8 +38,8 @@ class export_table {
   // Checks token, id, range and permission; on success fills `out`. Errors: not_found (no such
   // export or withdrawn), not_permitted (foreign token or permission missing), invalid_value
   // (range outside the region).
-  static status acquire(uint64_t owner_token, uint64_t export_id, uint64_t offset,
-                        uint64_t length, access needed, claim& out) noexcept;
+  static status acquire(uint64_t owner_token, uint64_t export_id, uint64_t offset, uint64_t length,
+                        access needed, claim& out) noexcept;
 
   // Enters a region; returns its export id (never 0). Throws status_error(full) when full.
   static uint64_t add(uint8_t* data, size_t size, access permissions);

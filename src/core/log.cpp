@@ -12,13 +12,20 @@ namespace {
 
 spdlog::level::level_enum to_spdlog(level lvl) {
   switch (lvl) {
-    case level::critical: return spdlog::level::critical;
-    case level::error: return spdlog::level::err;
-    case level::warning: return spdlog::level::warn;
-    case level::info: return spdlog::level::info;
-    case level::debug: return spdlog::level::debug;
-    case level::trace: return spdlog::level::trace;
-    case level::disable: break;
+    case level::critical:
+      return spdlog::level::critical;
+    case level::error:
+      return spdlog::level::err;
+    case level::warning:
+      return spdlog::level::warn;
+    case level::info:
+      return spdlog::level::info;
+    case level::debug:
+      return spdlog::level::debug;
+    case level::trace:
+      return spdlog::level::trace;
+    case level::disable:
+      break;
   }
   return spdlog::level::off;
 }
@@ -26,8 +33,8 @@ spdlog::level::level_enum to_spdlog(level lvl) {
 std::shared_ptr<spdlog::logger> make_logger(const char* name) {
   // stdout like DOCA's default backend; flushed per line so that tests and pipes see lines as
   // they happen.
-  auto logger = std::make_shared<spdlog::logger>(
-      name, std::make_shared<spdlog::sinks::stdout_sink_mt>());
+  auto logger =
+      std::make_shared<spdlog::logger>(name, std::make_shared<spdlog::sinks::stdout_sink_mt>());
   logger->set_pattern("[%H:%M:%S.%f][%P][%n][%^%l%$] %v");
   logger->set_level(spdlog::level::trace);
   logger->flush_on(spdlog::level::trace);

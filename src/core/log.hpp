@@ -35,8 +35,8 @@ void write(source src, level lvl, std::string_view text) noexcept;
 }  // namespace internal
 
 inline bool enabled(source src, level lvl) noexcept {
-  return static_cast<int>(lvl) <= internal::levels[static_cast<int>(src)].load(
-                                      std::memory_order_relaxed) &&
+  return static_cast<int>(lvl) <=
+             internal::levels[static_cast<int>(src)].load(std::memory_order_relaxed) &&
          lvl != level::disable;
 }
 
@@ -52,7 +52,8 @@ void print(source src, level lvl, fmt::format_string<Args...> format, Args&&... 
 
 }  // namespace zc::log
 
-#define ZC_LOG_AT(src, lvl, ...) ::zc::log::print(::zc::log::source::src, ::zc::log::level::lvl, __VA_ARGS__)
+#define ZC_LOG_AT(src, lvl, ...) \
+  ::zc::log::print(::zc::log::source::src, ::zc::log::level::lvl, __VA_ARGS__)
 #define ZC_LOG_CRIT(...) ZC_LOG_AT(app, critical, __VA_ARGS__)
 #define ZC_LOG_ERROR(...) ZC_LOG_AT(app, error, __VA_ARGS__)
 #define ZC_LOG_WARN(...) ZC_LOG_AT(app, warning, __VA_ARGS__)

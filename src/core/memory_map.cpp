@@ -32,7 +32,9 @@ size_t page_round(size_t n) {
   return (n + page - 1) / page * page;
 }
 
-std::string os_error(const char* what) { return fmt::format("{}: {}", what, strerror(errno)); }
+std::string os_error(const char* what) {
+  return fmt::format("{}: {}", what, strerror(errno));
+}
 
 }  // namespace
 
@@ -121,7 +123,8 @@ std::unique_ptr<memory_map> memory_map::import_pci(std::span<const uint8_t> blob
                        fmt::format("PCI export of process {} is gone (exporter exited?)", pid));
   if (std::string_view(target, static_cast<size_t>(n)).find("zcstore-" + token) ==
       std::string_view::npos)
-    throw status_error(status::not_permitted, "PCI export blob does not match the exporter's memory");
+    throw status_error(status::not_permitted,
+                       "PCI export blob does not match the exporter's memory");
   const bool writable = has(permissions, access::pci_read_write);
   int memfd = open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
   if (memfd < 0)

@@ -29,20 +29,37 @@ progress_engine::~progress_engine() {
   if (notify_fd_ >= 0) close(notify_fd_);
 }
 
+bool progress_engine::watch(size_t i) noexcept {
+  const int fd = sources_[i]->wait_fd();
+  if (fd == source_fds_[i]) return true;
+  if (source_fds_[i] >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, source_fds_[i], nullptr);
+  source_fds_[i] = -1;
+  if (fd < 0) return true;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = sources_[i];
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST) return false;
+  source_fds_[i] = fd;
+  return true;
+}
+
 void progress_engine::attach(event_source& source) {
   sources_.push_back(&source);
-  if (int fd = source.wait_fd(); fd >= 0) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.ptr = &source;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST)
-      throw status_error(status::operating_system, "progress engine: epoll_ctl failed");
-  }
+  source_fds_.push_back(-1);
+  if (!watch(sources_.size() - 1))
+    throw status_error(status::operating_system, "progress engine: epoll_ctl failed");
 }
 
 void progress_engine::detach(event_source& source) {
-  sources_.erase(std::remove(sources_.begin(), sources_.end(), &source), sources_.end());
-  if (int fd = source.wait_fd(); fd >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  // The fd that was registered, not wait_fd(): a context detaches from its base destructor,
+  // where the override no longer answers.
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (sources_[i] != &source) continue;
+    if (source_fds_[i] >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, source_fds_[i], nullptr);
+    sources_.erase(sources_.begin() + static_cast<std::ptrdiff_t>(i));
+    source_fds_.erase(source_fds_.begin() + static_cast<std::ptrdiff_t>(i));
+    return;
+  }
 }
 
 void progress_engine::complete(task_base& task, status result) noexcept {
@@ -92,9 +109,10 @@ void progress_engine::wait(std::chrono::microseconds timeout) {
   if (mode_ == poll_mode::adaptive && now - last_hit_ < spin_window_) return;
 
   auto deadline = now + timeout;
-  for (event_source* source : sources_) {
-    if (!source->arm()) return;
-    deadline = std::min(deadline, source->next_deadline());
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (!watch(i)) ZC_SDK_LOG_ERROR("progress engine: cannot watch fd {}", sources_[i]->wait_fd());
+    if (!sources_[i]->arm()) return;
+    deadline = std::min(deadline, sources_[i]->next_deadline());
   }
   if (deadline <= now) return;
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();

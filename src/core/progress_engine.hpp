@@ -27,7 +27,9 @@ class event_source {
   virtual ~event_source() = default;
   // Does the work that is ready and queues completions; returns how much it did (0 = nothing).
   virtual size_t poll() = 0;
-  // A file descriptor that turns readable when poll() may have work; -1 if none.
+  // A file descriptor that turns readable when poll() may have work; -1 if none. The engine reads
+  // it again before each sleep, so it may appear after attach (contexts attach in their base
+  // constructor, before an override can answer) or change.
   virtual int wait_fd() const { return -1; }
   // Called before sleeping on wait_fd(); false means work is already pending, do not sleep.
   virtual bool arm() { return true; }
@@ -89,11 +91,14 @@ class progress_engine {
 
  private:
   size_t run_completions();
+  // Brings the epoll registration of sources_[i] in line with its wait_fd(); false on failure.
+  bool watch(size_t i) noexcept;
 
   poll_mode mode_;
   int epoll_fd_ = -1;
   int notify_fd_ = -1;
   std::vector<event_source*> sources_;
+  std::vector<int> source_fds_;  // the fd registered in epoll for sources_[i], or -1
   task_base* completed_head_ = nullptr;
   task_base* completed_tail_ = nullptr;
   uint64_t hits_ = 0;

@@ -54,7 +54,9 @@ std::string_view status_description(status s) noexcept;
 // Maps a wire value back to a status; values outside the table become status::unknown.
 status status_from_wire(uint32_t value) noexcept;
 
-inline constexpr bool ok(status s) noexcept { return s == status::success; }
+inline constexpr bool ok(status s) noexcept {
+  return s == status::success;
+}
 
 // Control-path exception: a status plus a message meant for a person (and for error_response).
 class status_error : public std::runtime_error {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "core/status.hpp"
@@ -23,7 +24,10 @@ union user_data {
   void* ptr;
   uint64_t u64;
 };
-inline user_data make_user_data(uint64_t v) { return user_data{.u64 = v}; }
+template <typename I>
+requires std::is_integral_v<I> user_data make_user_data(I v) {
+  return user_data{.u64 = static_cast<uint64_t>(v)};
+}
 inline user_data make_user_data(void* p) {
   user_data d{.u64 = 0};
   d.ptr = p;

@@ -21,7 +21,8 @@ void on_signal(int signo) {
     return;
   }
   uint64_t one = 1;
-  if (stop_fd >= 0) [[maybe_unused]] ssize_t r = write(stop_fd, &one, sizeof(one));
+  if (stop_fd >= 0) [[maybe_unused]]
+    ssize_t r = write(stop_fd, &one, sizeof(one));
 }
 }  // namespace
 
@@ -47,13 +48,18 @@ void install_stop_signal_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-bool stop_requested() noexcept { return stop_flag.load(std::memory_order_relaxed); }
-int stop_signal_fd() noexcept { return stop_fd; }
+bool stop_requested() noexcept {
+  return stop_flag.load(std::memory_order_relaxed);
+}
+int stop_signal_fd() noexcept {
+  return stop_fd;
+}
 
 void request_stop() noexcept {
   stop_flag.store(true);
   uint64_t one = 1;
-  if (stop_fd >= 0) [[maybe_unused]] ssize_t r = write(stop_fd, &one, sizeof(one));
+  if (stop_fd >= 0) [[maybe_unused]]
+    ssize_t r = write(stop_fd, &one, sizeof(one));
 }
 
 }  // namespace zc::core

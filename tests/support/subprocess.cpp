@@ -19,7 +19,8 @@ extern char** environ;
 
 namespace zc::test {
 
-subprocess::subprocess(std::vector<std::string> argv, std::map<std::string, std::string> extra_env) {
+subprocess::subprocess(std::vector<std::string> argv,
+                       std::map<std::string, std::string> extra_env) {
   output_path_ = "/tmp/" + unique_name("zc-child") + ".log";
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -73,7 +74,9 @@ std::optional<int> subprocess::wait(std::chrono::milliseconds timeout) {
   return exit_status_;
 }
 
-bool subprocess::running() { return !wait(std::chrono::milliseconds(0)).has_value(); }
+bool subprocess::running() {
+  return !wait(std::chrono::milliseconds(0)).has_value();
+}
 
 void subprocess::signal(int signo) {
   if (running()) ::kill(pid_, signo);

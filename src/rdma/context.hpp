@@ -1,0 +1,182 @@
+// zc::rdma::context, DOCA's doca_rdma: one side of a reliable connection to one peer context,
+// carrying sends/receives (with immediates), reads, writes (with immediate), 64-bit atomics and
+// remote sync event operations. Built on UCX active messages (DESIGN §3): the memory owner checks
+// every remote access against its export table, and read/write/atomic tasks complete on the
+// owner's acknowledgement, i.e. once the data is in place. Every task has a deadline, and a dead
+// peer (UCX peer error handling + keepalive) fails what is in flight and stops the context.
+//
+//   zc::rdma::context ctx{engine, zc::core::device::open("auto")};
+//   ctx.configure<zc::rdma::send_task>(32, on_sent, on_send_error);
+//   ctx.start();                                  // -> starting
+//   auto mine = ctx.export_connection();          // give to the peer out of band ...
+//   ctx.connect(theirs);                          // ... and connect to its blob -> running
+//
+// Thread rules: the progress engine's thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <tuple>
+#include <vector>
+
+#include "core/context.hpp"
+#include "core/device.hpp"
+#include "core/memory_map.hpp"
+#include "core/task.hpp"
+#include "rdma/tasks.hpp"
+
+typedef struct ucp_ep* ucp_ep_h;
+
+namespace zc::rdma {
+
+namespace internal {
+class ucx_worker;
+struct reply;
+
+// Intrusive FIFO of in-flight tasks; a task is in at most one list at a time.
+class task_list {
+ public:
+  bool empty() const noexcept { return head_ == nullptr; }
+  task* front() const noexcept { return head_; }
+  void push_back(task& t) noexcept;
+  void remove(task& t) noexcept;
+  bool contains(const task& t) const noexcept { return t.list_ == this; }
+
+ private:
+  task* head_ = nullptr;
+  task* tail_ = nullptr;
+};
+}  // namespace internal
+
+inline constexpr std::chrono::milliseconds default_task_timeout{5000};
+
+class context final : public core::context {
+ public:
+  context(core::progress_engine& engine, const core::device& device);
+  ~context() override;
+
+  // What the peer may do to this side's exported memory through this connection (rdma_read,
+  // rdma_write, rdma_atomic). Default: all three. Idle state only.
+  void set_permissions(core::access permissions);
+  core::access permissions() const noexcept { return permissions_; }
+  // Bound on every task but posted receives; expiry fails the task with time_out.
+  void set_task_timeout(std::chrono::milliseconds timeout);
+
+  // Enables a task type with its pool size and callbacks. Idle state only.
+  template <typename T>
+  void configure(uint32_t count, std::function<void(T&)> on_success,
+                 std::function<void(T&)> on_error) {
+    require_idle("configure tasks");
+    std::get<core::task_pool<T>>(pools_).configure(*this, count, std::move(on_success),
+                                                   std::move(on_error));
+  }
+
+  // Connection details for the peer (framed blob). After start().
+  std::vector<uint8_t> export_connection();
+  // Connects to the peer's exported details and enters running. Throws status_error on a
+  // malformed, foreign or self-inconsistent blob, before anything reaches UCX.
+  void connect(std::span<const uint8_t> remote_blob);
+
+  // Takes a task of type T from its pool (status::no_memory when empty, not_supported when the
+  // type was not configured). Fill it through its setters, then submit it.
+  template <typename T>
+  status allocate(core::user_data user_data, T*& out) noexcept {
+    auto& pool = std::get<core::task_pool<T>>(pools_);
+    out = nullptr;
+    if (!pool.configured()) return status::not_supported;
+    out = pool.allocate();
+    if (out == nullptr) return status::no_memory;
+    out->set_user_data(user_data);
+    return status::success;
+  }
+
+  // Starts a task. On success its callback runs later inside progress(); on failure nothing was
+  // sent and the task is still the caller's.
+  status submit(receive_task& t) noexcept;
+  status submit(send_task& t) noexcept;
+  status submit(read_task& t) noexcept;
+  status submit(write_task& t) noexcept;
+  status submit(atomic_cmp_swp_task& t) noexcept;
+  status submit(atomic_fetch_add_task& t) noexcept;
+  status submit(sync_event_get_task& t) noexcept;
+  status submit(sync_event_set_task& t) noexcept;
+  status submit(sync_event_add_task& t) noexcept;
+
+  // The failure that took the context out of running, if any.
+  status failure() const noexcept { return failure_; }
+
+  // Worker hooks (internal).
+  uint32_t worker_slot() const noexcept { return slot_; }
+  int on_message(const internal::wire_header& h, void* data, size_t length, bool rendezvous);
+  void flush_acks();
+  void rendezvous_done(task* t, void* request, int ucs_status) noexcept;
+  void reply_landed(internal::reply* r, int ucs_status) noexcept;
+
+  size_t poll() override;
+  bool arm() override;
+  core::steady_clock::time_point next_deadline() const override;
+
+ private:
+  using pools =
+      std::tuple<core::task_pool<receive_task>, core::task_pool<send_task>,
+                 core::task_pool<send_imm_task>, core::task_pool<read_task>,
+                 core::task_pool<write_task>, core::task_pool<write_imm_task>,
+                 core::task_pool<atomic_cmp_swp_task>, core::task_pool<atomic_fetch_add_task>,
+                 core::task_pool<sync_event_get_task>, core::task_pool<sync_event_set_task>,
+                 core::task_pool<sync_event_add_task>>;
+
+  core::context_state on_start() override;
+  void on_stop() override;
+
+  void require_idle(const char* what) const;
+  status check_submittable(task& t) const noexcept;
+  status post_send(task& t, internal::task_kind kind, const core::buffer& src, uint16_t flags,
+                   uint32_t immediate) noexcept;
+  status post_remote(task& t, internal::task_kind kind, internal::op code,
+                     const core::memory_map& remote_map, uint64_t remote_address, uint64_t length,
+                     core::access needed, const void* data, uint16_t flags) noexcept;
+  task* find_op(uint64_t id) noexcept;
+  void finish(task& t, status result) noexcept;
+  void deliver_ready() noexcept;
+  void fail_all(status result) noexcept;
+  // Tells a live peer we are going (bounded wait), then closes the endpoint.
+  void close_endpoint(bool tell_peer) noexcept;
+  void send_reply(internal::wire_header& h, size_t header_length, const void* data, size_t length,
+                  internal::reply* r = nullptr);
+  void nack_send(uint64_t seq, status why);
+  void ack_op(const internal::wire_header& request, status result, uint64_t value);
+  int on_send(const internal::wire_header& h, void* data, size_t length, bool rendezvous);
+  int on_write(const internal::wire_header& h, void* data, size_t length, bool rendezvous);
+  void on_read(const internal::wire_header& h);
+  void on_atomic(const internal::wire_header& h);
+  void on_read_reply(const internal::wire_header& h, void* data, size_t length, bool rendezvous);
+  void on_ack_op(const internal::wire_header& h);
+  static void on_endpoint_error(void* arg, ucp_ep_h ep, int status);
+
+  std::shared_ptr<internal::ucx_worker> worker_;
+  uint32_t slot_ = 0;
+  uint32_t nonce_ = 0;
+  uint32_t peer_slot_ = 0;
+  uint32_t peer_nonce_ = 0;
+  ucp_ep_h ep_ = nullptr;
+  core::access permissions_ = core::rdma_all;
+  std::chrono::milliseconds task_timeout_ = default_task_timeout;
+  pools pools_;
+
+  internal::task_list posted_;   // receives waiting for a message
+  internal::task_list arrived_;  // receives matched to a message, completed in arrival order
+  internal::task_list sends_;    // sends waiting for their acknowledgement, in sequence order
+  internal::task_list ops_;      // reads/writes/atomics waiting for their reply, oldest first
+  uint64_t next_send_seq_ = 1;
+  uint64_t ack_seq_ = 0;  // highest delivered send not yet acknowledged
+  bool ack_pending_ = false;
+  uint32_t rendezvous_in_flight_ = 0;
+  int peer_error_ = 0;      // ucs_status_t reported by UCX's error callback
+  bool peer_left_ = false;  // the peer said it was stopping (not an error)
+  status failure_ = status::success;
+};
+
+}  // namespace zc::rdma

@@ -1,0 +1,93 @@
+// One UCX context + worker per (progress engine, device): every rdma::context on that engine
+// shares it. It routes incoming active messages to contexts by slot, and sends replies (acks,
+// read data) after ucp_worker_progress() returns rather than from inside UCX callbacks.
+// Thread rules: the progress engine's thread only.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/device.hpp"
+#include "core/export_table.hpp"
+#include "core/progress_engine.hpp"
+#include "rdma/internal/wire.hpp"
+
+namespace zc::rdma {
+class context;
+class task;
+}  // namespace zc::rdma
+
+namespace zc::rdma::internal {
+
+class ucx_worker;
+
+// A reply waiting to go out or in flight: UCX reads its header until the send completes, and the
+// claim keeps an exported region alive while its bytes are being sent or received.
+struct reply {
+  wire_header header{};
+  size_t header_length = 0;
+  ucp_ep_h ep = nullptr;
+  const void* data = nullptr;
+  size_t length = 0;
+  core::export_table::claim claim;
+  reply* next = nullptr;
+  // For a rendezvous write landing in an exported region: who to tell when it has landed.
+  ucx_worker* worker = nullptr;
+  uint32_t owner_slot = 0;
+  uint32_t owner_nonce = 0;
+  rdma::task* receive = nullptr;  // write with immediate: the receive it completes
+};
+
+class ucx_worker final : public core::event_source {
+ public:
+  static std::shared_ptr<ucx_worker> for_engine(core::progress_engine& engine,
+                                                const core::device& device);
+  ucx_worker(core::progress_engine& engine, const core::device& device);
+  ~ucx_worker() override;
+
+  ucp_worker_h handle() const noexcept { return worker_; }
+  const std::vector<uint8_t>& address() const noexcept { return address_; }
+
+  // Slots name contexts in message headers; a nonce tells a slot's successive owners apart.
+  uint32_t add(context& ctx, uint32_t& nonce);
+  void remove(uint32_t slot) noexcept;
+  // The context in `slot` if it is still the one with `nonce`.
+  context* find(uint32_t slot, uint32_t nonce) const noexcept {
+    return slot < slots_.size() && nonces_[slot] == nonce ? slots_[slot] : nullptr;
+  }
+
+  reply* new_reply();
+  void release(reply* r) noexcept;
+  // Sends after the current progress pass, in queue order (acks stay behind earlier nacks).
+  void queue(reply* r) noexcept;
+  // A context with acknowledgements to send at the end of this pass.
+  void want_flush(context& ctx);
+
+  size_t poll() override;
+  int wait_fd() const override { return efd_; }
+  bool arm() override;
+
+ private:
+  static ucs_status_t on_message(void* arg, const void* header, size_t header_length, void* data,
+                                 size_t length, const ucp_am_recv_param_t* param);
+  size_t send_queued();
+
+  core::progress_engine& engine_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int efd_ = -1;
+  std::vector<uint8_t> address_;
+  std::vector<context*> slots_;
+  std::vector<uint32_t> nonces_;
+  std::vector<std::unique_ptr<reply>> replies_;
+  std::vector<reply*> free_replies_;
+  std::vector<reply*> in_flight_replies_;
+  reply* queue_head_ = nullptr;
+  reply* queue_tail_ = nullptr;
+  std::vector<context*> flush_;
+};
+
+}  // namespace zc::rdma::internal
