@@ -23,6 +23,8 @@ context::context(progress_engine& engine) : engine_(engine) {
 }
 
 context::~context() {
+  // Completions still queued point into tasks that die with this context.
+  engine_.forget(*this);
   engine_.detach(*this);
 }
 

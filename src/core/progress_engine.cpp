@@ -73,6 +73,22 @@ void progress_engine::complete(task_base& task, status result) noexcept {
   completed_tail_ = &task;
 }
 
+void progress_engine::forget(const context& owner) noexcept {
+  task_base* kept_head = nullptr;
+  task_base* kept_tail = nullptr;
+  for (task_base* t = completed_head_; t != nullptr;) {
+    task_base* next = t->next_;
+    if (t->context_ != &owner) {
+      t->next_ = nullptr;
+      (kept_tail != nullptr ? kept_tail->next_ : kept_head) = t;
+      kept_tail = t;
+    }
+    t = next;
+  }
+  completed_head_ = kept_head;
+  completed_tail_ = kept_tail;
+}
+
 size_t progress_engine::run_completions() {
   size_t ran = 0;
   while (completed_head_ != nullptr) {

@@ -78,6 +78,8 @@ class progress_engine {
 
   // Queues a finished task; its callback runs inside the next progress() (or the current one).
   void complete(task_base& task, status result) noexcept;
+  // Drops queued completions of a context that is being destroyed (their tasks die with it).
+  void forget(const class context& owner) noexcept;
 
   // Per-engine shared object (one UCX worker per engine, say), made by `make` on first use.
   template <typename T>

@@ -9,6 +9,7 @@
 #include "core/bytes.hpp"
 #include "core/export_table.hpp"
 #include "core/log.hpp"
+#include "rdma/internal/host_process.hpp"
 #include "rdma/internal/ucx_worker.hpp"
 
 namespace zc::rdma {
@@ -53,8 +54,11 @@ void task_list::remove(task& t) noexcept {
 
 namespace {
 
-// Connection blob payload: u64 process token, u32 slot, u32 nonce, then the UCX worker address.
+// Connection blob payload: u64 process token, u32 slot, u32 nonce, u64 host id, u32 pid,
+// u64 process start time, then the UCX worker address (u32 length + bytes).
 constexpr size_t min_worker_address = 16;
+// How often a same-host peer's process is looked up in /proc.
+constexpr auto liveness_period = std::chrono::milliseconds(250);
 
 status from_ucs(int s) {
   switch (static_cast<ucs_status_t>(s)) {
@@ -158,6 +162,10 @@ std::vector<uint8_t> context::export_connection() {
   w.u64(core::process_token());
   w.u32(slot_);
   w.u32(nonce_);
+  const auto me = internal::host_process::self();
+  w.u64(me.host_id);
+  w.u32(me.pid);
+  w.u64(me.start_time);
   w.sized_bytes(worker_->address());
   return core::frame_blob(core::blob_kind::rdma_connection, payload);
 }
@@ -173,6 +181,10 @@ void context::connect(std::span<const uint8_t> remote_blob) {
   r.u64();  // the peer's process token: informational (a peer may live in this process)
   uint32_t peer_slot = r.u32();
   uint32_t peer_nonce = r.u32();
+  internal::host_process peer;
+  peer.host_id = r.u64();
+  peer.pid = r.u32();
+  peer.start_time = r.u64();
   auto address = r.sized_bytes();
   if (!r.ok() || r.remaining() != 0 || address.size() < min_worker_address || peer_nonce == 0)
     throw status_error(status::invalid_value, "malformed RDMA connection blob");
@@ -194,6 +206,11 @@ void context::connect(std::span<const uint8_t> remote_blob) {
   }
   peer_slot_ = peer_slot;
   peer_nonce_ = peer_nonce;
+  // Another process on this host: watch it directly (a peer in this process dies with us).
+  const auto me = internal::host_process::self();
+  watch_peer_ = peer.host_id == me.host_id && peer.pid != me.pid && peer.start_time != 0;
+  peer_process_ = peer;
+  next_liveness_check_ = steady_clock::now() + liveness_period;
   set_state(core::context_state::running);
 }
 
@@ -835,6 +852,17 @@ size_t context::poll() {
       set_state(core::context_state::stopping);
     ++done;
   }
+  if (watch_peer_ && ep_ != nullptr && peer_error_ == 0) {
+    auto now = steady_clock::now();
+    if (now >= next_liveness_check_) {
+      next_liveness_check_ = now + liveness_period;
+      if (!peer_process_.alive()) {
+        peer_error_ = UCS_ERR_CONNECTION_RESET;
+        ZC_SDK_LOG_ERROR("rdma: peer process {} has exited", peer_process_.pid);
+        ++done;
+      }
+    }
+  }
   if (sends_.empty() && ops_.empty()) return done;
   auto now = steady_clock::now();
   for (auto* list : {&sends_, &ops_}) {
@@ -853,6 +881,7 @@ bool context::arm() {
 
 steady_clock::time_point context::next_deadline() const {
   auto deadline = steady_clock::time_point::max();
+  if (watch_peer_ && ep_ != nullptr && peer_error_ == 0) deadline = next_liveness_check_;
   if (!sends_.empty()) deadline = std::min(deadline, sends_.front()->deadline_);
   if (!ops_.empty()) deadline = std::min(deadline, ops_.front()->deadline_);
   return deadline;

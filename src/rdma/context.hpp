@@ -26,6 +26,7 @@
 #include "core/device.hpp"
 #include "core/memory_map.hpp"
 #include "core/task.hpp"
+#include "rdma/internal/host_process.hpp"
 #include "rdma/tasks.hpp"
 
 typedef struct ucp_ep* ucp_ep_h;
@@ -174,8 +175,11 @@ class context final : public core::context {
   uint64_t ack_seq_ = 0;  // highest delivered send not yet acknowledged
   bool ack_pending_ = false;
   uint32_t rendezvous_in_flight_ = 0;
-  int peer_error_ = 0;      // ucs_status_t reported by UCX's error callback
-  bool peer_left_ = false;  // the peer said it was stopping (not an error)
+  int peer_error_ = 0;       // ucs_status_t reported by UCX's error callback
+  bool peer_left_ = false;   // the peer said it was stopping (not an error)
+  bool watch_peer_ = false;  // peer is another process on this host: check it is alive
+  internal::host_process peer_process_;
+  core::steady_clock::time_point next_liveness_check_{};
   status failure_ = status::success;
 };
 

@@ -1,0 +1,159 @@
+// The rdma layer across two processes: this test process against zc_rdma_rdma_peer.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "rdma_fixture.hpp"
+#include "support/subprocess.hpp"
+
+namespace zc::rdma::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<uint8_t> read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class cross_process : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    char templ[] = "/tmp/zc-rdma-XXXXXX";
+    ASSERT_NE(mkdtemp(templ), nullptr);
+    dir_ = templ;
+    peer_ = std::make_unique<test::subprocess>(std::vector<std::string>{
+        std::string(ZC_BINARY_DIR) + "/tests/zc_rdma_rdma_peer", GetParam(), dir_.string()});
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!std::filesystem::exists(dir_ / "peer.mem")) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << peer_->output();
+      ASSERT_TRUE(peer_->running()) << peer_->output();
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  void TearDown() override {
+    a.destroy();
+    peer_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void connect(std::chrono::milliseconds timeout = 3s) {
+    a.create(GetParam(), core::rdma_all);
+    auto peer_conn = read_file(dir_ / "peer.conn");
+    auto peer_mem = read_file(dir_ / "peer.mem");
+    auto mine = a.thread.call([&] {
+      a.ctx->stop();  // re-configure the timeout, then start again
+      a.ctx->set_task_timeout(timeout);
+      a.ctx->start();
+      return a.ctx->export_connection();
+    });
+    std::ofstream(dir_ / "test.conn.tmp", std::ios::binary)
+        .write(reinterpret_cast<const char*>(mine.data()),
+               static_cast<std::streamsize>(mine.size()));
+    std::filesystem::rename(dir_ / "test.conn.tmp", dir_ / "test.conn");
+    a.thread.call([&] {
+      a.ctx->connect(peer_conn);
+      a.remote = core::memory_map::import_rdma(peer_mem);
+    });
+    ASSERT_TRUE(peer_->wait_for_output("peer: connected", 20s)) << peer_->output();
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<test::subprocess> peer_;
+  side a;
+};
+
+TEST_P(cross_process, echo_round_trips_in_order) {
+  connect();
+  a.thread.call([&] {
+    for (int i = 0; i < 4; ++i) {
+      receive_task* r = nullptr;
+      ASSERT_EQ(a.ctx->allocate(core::make_user_data(i), r), status::success);
+      r->set_dst(*a.local_buffer(65536 * (1 + i), 65536, false));
+      ASSERT_EQ(a.ctx->submit(*r), status::success);
+    }
+    for (int i = 0; i < 4; ++i) {
+      std::memset(a.region() + i * 1024, 'a' + i, 1000 + i);
+      send_task* s = nullptr;
+      ASSERT_EQ(a.ctx->allocate(core::make_user_data(i), s), status::success);
+      s->set_src(*a.local_buffer(i * 1024, 1000 + i, true));
+      ASSERT_EQ(a.ctx->submit(*s), status::success);
+    }
+  });
+  ASSERT_TRUE(a.wait_for("receive", 4)) << peer_->output();
+  auto got = a.completions("receive");
+  for (int i = 0; i < 4; ++i) {
+    auto& r = static_cast<receive_task&>(*got[i].task);
+    ASSERT_EQ(got[i].result, status::success);
+    EXPECT_EQ(r.get_user_data().u64, uint64_t(i));
+    ASSERT_EQ(r.received_length(), size_t(1000 + i));
+    EXPECT_EQ(std::memcmp(r.dst().data(), a.region() + i * 1024, 1000 + i), 0);
+  }
+}
+
+TEST_P(cross_process, write_then_read_back_64k) {
+  connect();
+  a.thread.call([&] {
+    for (size_t i = 0; i < 65536; ++i) a.region()[i] = static_cast<uint8_t>(i * 13);
+    write_task* w = nullptr;
+    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), w), status::success);
+    w->set(*a.local_buffer(0, 65536, true), *a.remote_buffer(*a.remote, 4096, 65536));
+    ASSERT_EQ(a.ctx->submit(*w), status::success);
+  });
+  ASSERT_TRUE(a.wait_for("write", 1));
+  ASSERT_EQ(a.completions("write")[0].result, status::success);
+  a.thread.call([&] {
+    read_task* r = nullptr;
+    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), r), status::success);
+    r->set(*a.remote_buffer(*a.remote, 4096, 65536), *a.local_buffer(262144, 65536, false));
+    ASSERT_EQ(a.ctx->submit(*r), status::success);
+  });
+  ASSERT_TRUE(a.wait_for("read", 1));
+  ASSERT_EQ(a.completions("read")[0].result, status::success);
+  EXPECT_EQ(std::memcmp(a.region(), a.region() + 262144, 65536), 0);
+}
+
+TEST_P(cross_process, peer_refuses_access_outside_its_export) {
+  connect();
+  std::unique_ptr<core::memory_map> forged;
+  a.thread.call([&] {
+    forged = core::memory_map::import_rdma(
+        forged_export(*a.remote, 0, region_size + 2 * guard_size, core::rdma_all));
+    write_task* w = nullptr;
+    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), w), status::success);
+    w->set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*forged, region_size, 4096));
+    ASSERT_EQ(a.ctx->submit(*w), status::success);
+  });
+  ASSERT_TRUE(a.wait_for("write", 1));
+  EXPECT_EQ(a.completions("write")[0].result, status::invalid_value);
+  a.thread.call([&] { forged.reset(); });
+  peer_->signal(SIGTERM);
+  ASSERT_EQ(peer_->wait(10s), std::optional<int>(0)) << peer_->output();
+  EXPECT_NE(peer_->output().find("peer: guards intact"), std::string::npos) << peer_->output();
+}
+
+TEST_P(cross_process, killed_peer_fails_in_flight_tasks_before_their_deadline) {
+  connect(30s);            // a deadline far away: failure must come from peer-death detection
+  peer_->signal(SIGSTOP);  // requests now pile up unanswered
+  a.thread.call([&] {
+    for (int i = 0; i < 4; ++i) {
+      read_task* r = nullptr;
+      ASSERT_EQ(a.ctx->allocate(core::make_user_data(i), r), status::success);
+      r->set(*a.remote_buffer(*a.remote, 0, 4096), *a.local_buffer(i * 4096, 4096, false));
+      ASSERT_EQ(a.ctx->submit(*r), status::success);
+    }
+  });
+  peer_->signal(SIGKILL);
+  ASSERT_TRUE(a.wait_for("read", 4, 15s));
+  for (auto& c : a.completions("read")) EXPECT_EQ(c.result, status::connection_reset);
+  EXPECT_TRUE(
+      a.thread.wait_until([&] { return a.ctx->state() != core::context_state::running; }, 5s));
+}
+
+INSTANTIATE_TEST_SUITE_P(transports, cross_process, ::testing::Values("tcp", "sm"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace zc::rdma::testing
