@@ -1,0 +1,365 @@
+#include "storage/tcp_control_channel.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <system_error>
+
+#include "core/log.hpp"
+#include "core/thread.hpp"
+
+namespace zc::storage {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// recv() granularity; control messages are small, so one call usually takes a whole frame.
+constexpr size_t read_chunk = 4096;
+// The reference used a backlog of 1; a little more lets a rejected extra client get its prompt
+// close instead of a connect timeout.
+constexpr int listen_backlog = 4;
+
+std::string error_text(int err) {
+  return std::generic_category().message(err);
+}
+
+std::string endpoint_name(const sockaddr_in& addr) {
+  return ipv4_endpoint{ntohl(addr.sin_addr.s_addr), ntohs(addr.sin_port)}.to_string();
+}
+
+// Control messages are small request/response pairs: Nagle would only add latency.
+void set_no_delay(int fd) {
+  int one = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+    ZC_SDK_LOG_DEBUG("TCP_NODELAY failed: {}", error_text(errno));
+}
+
+unique_fd new_socket() {
+  unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd)
+    throw status_error(status::operating_system,
+                       fmt::format("Failed to create a TCP socket: {}", error_text(errno)));
+  return fd;
+}
+
+// Sleeps until `deadline`, waking early when a stop is requested.
+void sleep_until(clock::time_point deadline) {
+  const auto left = deadline - clock::now();
+  if (left <= clock::duration::zero()) return;
+  pollfd stop{core::stop_signal_fd(), POLLIN, 0};
+  const int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+  (void)::poll(&stop, stop.fd >= 0 ? 1 : 0, ms);
+}
+
+// Waits for a non-blocking connect to finish. Returns 0 or the errno it failed with; ETIMEDOUT
+// when the deadline passes first.
+int wait_connected(int fd, clock::time_point deadline) {
+  for (;;) {
+    if (core::stop_requested()) return ECANCELED;
+    const auto left = deadline - clock::now();
+    if (left <= clock::duration::zero()) return ETIMEDOUT;
+    pollfd fds[2] = {{fd, POLLOUT, 0}, {core::stop_signal_fd(), POLLIN, 0}};
+    const int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+    const int n = ::poll(fds, fds[1].fd >= 0 ? 2 : 1, ms);
+    if (n < 0 && errno != EINTR) return errno;
+    if (n <= 0 || fds[0].revents == 0) continue;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
+    return err;
+  }
+}
+
+}  // namespace
+
+// ---- tcp_control_channel -------------------------------------------------------------------
+
+tcp_control_channel::tcp_control_channel(size_t max_body_size)
+    : max_body_size_(max_body_size), epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
+  if (!epoll_)
+    throw status_error(status::operating_system,
+                       fmt::format("Failed to create an epoll set: {}", error_text(errno)));
+}
+
+tcp_control_channel::~tcp_control_channel() = default;
+
+void tcp_control_channel::watch_readable(int fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+    throw status_error(status::operating_system,
+                       fmt::format("Failed to watch a socket: {}", error_text(errno)));
+}
+
+void tcp_control_channel::attach(unique_fd socket, std::string peer) {
+  close();
+  watch_readable(socket.get());
+  socket_ = std::move(socket);
+  peer_ = std::move(peer);
+}
+
+void tcp_control_channel::close() noexcept {
+  if (socket_) {
+    // Explicit removal: the kernel only drops an fd from the set when its last duplicate closes.
+    (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, socket_.get(), nullptr);
+    socket_.reset();
+  }
+  peer_.clear();
+  rx_.clear();
+  tx_.clear();
+  tx_sent_ = 0;
+  peer_closed_ = false;
+  watching_writable_ = false;
+}
+
+receive_result tcp_control_channel::fail(status code, std::string text) {
+  ZC_SDK_LOG_DEBUG("control channel: {}", text);
+  last_error_ = text;
+  close();
+  return {std::nullopt, code, std::move(text)};
+}
+
+void tcp_control_channel::update_interest() {
+  const bool want = pending_send_bytes() != 0;
+  if (!socket_ || want == watching_writable_) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+  ev.data.fd = socket_.get();
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, socket_.get(), &ev) == 0) watching_writable_ = want;
+}
+
+status tcp_control_channel::flush() {
+  while (tx_sent_ < tx_.size()) {
+    // MSG_NOSIGNAL: a peer that went away must be an error code here, not a SIGPIPE.
+    const ssize_t n =
+        ::send(socket_.get(), tx_.data() + tx_sent_, tx_.size() - tx_sent_, MSG_NOSIGNAL);
+    if (n > 0) {
+      tx_sent_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    // A full socket is normal back-pressure (the reference treated it as fatal): keep the rest
+    // queued and let EPOLLOUT wake the owner to flush it.
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    const int err = n < 0 ? errno : EPIPE;
+    const status code =
+        err == EPIPE || err == ECONNRESET ? status::connection_reset : status::io_failed;
+    return fail(code, fmt::format("send to {} failed: {}", peer_, error_text(err))).code;
+  }
+  if (tx_sent_ == tx_.size()) {
+    tx_.clear();
+    tx_sent_ = 0;
+  }
+  update_interest();
+  return status::success;
+}
+
+status tcp_control_channel::send(const message& msg) {
+  if (!socket_) {
+    last_error_ = "control channel is not connected";
+    return status::not_connected;
+  }
+  const size_t before = tx_.size();
+  try {
+    encode_to(msg, tx_);
+  } catch (const status_error& e) {
+    last_error_ = e.what();
+    return e.code();
+  }
+  const size_t body = tx_.size() - before - frame_header_size;
+  if (body > max_body_size_) {
+    tx_.resize(before);
+    last_error_ = fmt::format("{} body of {} bytes exceeds the channel maximum of {}",
+                              to_string(msg.type), body, max_body_size_);
+    return status::too_big;
+  }
+  if (pending_send_bytes() > max_pending_send_bytes) {
+    tx_.resize(before);
+    last_error_ = fmt::format("{} not sent: {} bytes already queued for {}", to_string(msg.type),
+                              pending_send_bytes(), peer_);
+    return status::full;
+  }
+  return flush();
+}
+
+std::optional<receive_result> tcp_control_channel::read_available() {
+  // One frame's worth of buffered bytes is enough to decode a message or find an error; reading
+  // further would let a peer make us buffer without bound.
+  const size_t cap = frame_header_size + max_body_size_;
+  while (!peer_closed_ && rx_.size() < cap) {
+    const size_t old = rx_.size();
+    const size_t want = std::min(read_chunk, cap - old);
+    rx_.resize(old + want);
+    const ssize_t n = ::recv(socket_.get(), rx_.data() + old, want, 0);
+    const int err = n < 0 ? errno : 0;
+    rx_.resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    if (n > 0) {
+      if (static_cast<size_t>(n) < want) break;  // drained for now
+      continue;
+    }
+    if (n == 0) {
+      // The reference read this as "no data" and never noticed a dead peer.
+      peer_closed_ = true;
+      break;
+    }
+    if (err == EINTR) continue;
+    if (err == EAGAIN || err == EWOULDBLOCK) break;
+    return fail(err == ECONNRESET ? status::connection_reset : status::io_failed,
+                fmt::format("receive from {} failed: {}", peer_, error_text(err)));
+  }
+  return std::nullopt;
+}
+
+bool tcp_control_channel::take_frame(receive_result& out) {
+  if (rx_.empty()) return false;
+  decode_result r = decode_frame(rx_, max_body_size_);
+  switch (r.outcome) {
+    case decode_outcome::need_more:
+      return false;
+    case decode_outcome::message:
+      rx_.erase(rx_.begin(), rx_.begin() + static_cast<std::ptrdiff_t>(r.consumed));
+      out.msg = std::move(r.msg);
+      return true;
+    case decode_outcome::error:
+      // The stream cannot be resynchronised after a bad frame: drop the connection.
+      out =
+          fail(r.error, fmt::format("malformed control message from {}: {}", peer_, r.error_text));
+      return true;
+  }
+  return false;
+}
+
+receive_result tcp_control_channel::poll() {
+  receive_result out;
+  if (!socket_) return out;
+  if (pending_send_bytes() != 0) {
+    const status s = flush();
+    if (!ok(s)) return {std::nullopt, s, last_error_};
+  }
+  if (take_frame(out)) return out;
+  if (auto failure = read_available()) return std::move(*failure);
+  if (take_frame(out)) return out;
+  if (peer_closed_) {
+    return fail(status::connection_reset,
+                rx_.empty() ? fmt::format("peer {} closed the connection", peer_)
+                            : fmt::format("peer {} closed the connection in the middle of a "
+                                          "frame ({} bytes pending)",
+                                          peer_, rx_.size()));
+  }
+  return out;
+}
+
+// ---- tcp_server_channel --------------------------------------------------------------------
+
+tcp_server_channel::tcp_server_channel(uint16_t port, size_t max_body_size)
+    : tcp_control_channel(max_body_size), listener_(new_socket()) {
+  // SO_REUSEADDR lets a restarted target bind while old connections sit in TIME_WAIT. The
+  // reference also set SO_LINGER 0 for that; we do not, since a reset can destroy a final
+  // response (shutdown_response) the peer has not read yet.
+  int one = 1;
+  if (::setsockopt(listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
+    throw status_error(status::operating_system,
+                       fmt::format("Failed to set SO_REUSEADDR: {}", error_text(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(port);
+  if (::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    throw status_error(err == EADDRINUSE ? status::in_use : status::operating_system,
+                       fmt::format("Failed to listen on 0.0.0.0:{}: {}", port, error_text(err)));
+  }
+  if (::listen(listener_.get(), listen_backlog) != 0)
+    throw status_error(status::operating_system,
+                       fmt::format("Failed to listen on 0.0.0.0:{}: {}", port, error_text(errno)));
+  socklen_t len = sizeof(addr);
+  if (::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw status_error(status::operating_system,
+                       fmt::format("getsockname failed: {}", error_text(errno)));
+  port_ = ntohs(addr.sin_port);
+  watch_readable(listener_.get());
+}
+
+bool tcp_server_channel::accept_pending() {
+  bool took = false;
+  for (;;) {
+    sockaddr_in addr{};
+    socklen_t len = sizeof(addr);
+    unique_fd client(::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&addr), &len,
+                               SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!client) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        ZC_SDK_LOG_ERROR("control server on port {}: accept failed: {}", port_, error_text(errno));
+      return took;
+    }
+    const std::string who = endpoint_name(addr);
+    if (is_connected()) {
+      // One session per target: a second client is turned away now rather than left waiting
+      // in the backlog for a session that will never come.
+      ZC_SDK_LOG_WARN("control server on port {}: rejected client {} while serving {}", port_, who,
+                      peer());
+      continue;  // `client` closes here
+    }
+    set_no_delay(client.get());
+    attach(std::move(client), who);
+    ZC_SDK_LOG_INFO("control server on port {}: client {} connected", port_, who);
+    took = true;
+  }
+}
+
+receive_result tcp_server_channel::poll() {
+  // The poll() that takes a new client returns no message (control_channel's contract).
+  if (accept_pending()) return {};
+  return tcp_control_channel::poll();
+}
+
+// ---- tcp_client_channel --------------------------------------------------------------------
+
+tcp_client_channel::tcp_client_channel(std::string_view address, clock::time_point deadline,
+                                       size_t max_body_size)
+    : tcp_control_channel(max_body_size), endpoint_(parse_ipv4_endpoint(address)) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(endpoint_.address);
+  addr.sin_port = htons(endpoint_.port);
+  const std::string name = endpoint_.to_string();
+
+  for (;;) {
+    unique_fd fd = new_socket();
+    int err = 0;
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+      err = errno;
+      if (err == EINPROGRESS || err == EINTR) err = wait_connected(fd.get(), deadline);
+    }
+    if (err == 0) {
+      set_no_delay(fd.get());
+      attach(std::move(fd), name);
+      ZC_SDK_LOG_INFO("control client connected to {}", name);
+      return;
+    }
+    if (err == ECANCELED || core::stop_requested())
+      throw status_error(status::shutdown, fmt::format("Stopped connecting to {}", name));
+    if (err == ETIMEDOUT)
+      throw status_error(status::time_out, fmt::format("Timed out connecting to {}", name));
+    if (err != ECONNREFUSED)
+      throw status_error(status::not_connected,
+                         fmt::format("Failed to connect to {}: {}", name, error_text(err)));
+    // Refused: the server is not listening yet. Retry until the deadline.
+    const auto now = clock::now();
+    if (now >= deadline)
+      throw status_error(status::time_out,
+                         fmt::format("Timed out connecting to {}: connection refused", name));
+    sleep_until(std::min(now + connect_retry_interval, deadline));
+  }
+}
+
+}  // namespace zc::storage

@@ -1,0 +1,116 @@
+// Control channels over TCP/IPv4 (REFERENCE_SPEC §2.1: service = client, target = server).
+// Non-blocking sockets; sends that the socket cannot take yet are queued and flushed by later
+// send()/poll() calls. Thread rules: those of control_channel (one owning thread).
+//
+//   tcp_server_channel server{listen_port};                  // target
+//   tcp_client_channel client{"192.168.1.20:1234", deadline}; // service
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "storage/control_channel.hpp"
+#include "storage/ipv4_endpoint.hpp"
+#include "storage/unique_fd.hpp"
+
+namespace zc::storage {
+
+// Most bytes a channel queues for a peer that is not reading: many control messages' worth. Past
+// it send() returns full rather than growing without bound.
+inline constexpr size_t max_pending_send_bytes = 1024 * 1024;
+// How long a client waits before retrying a refused connect (the server is not listening yet).
+inline constexpr std::chrono::milliseconds connect_retry_interval{100};
+
+// The framed stream over one connected socket; the server and client below only differ in how
+// they get that socket.
+class tcp_control_channel : public control_channel {
+ public:
+  ~tcp_control_channel() override;
+  tcp_control_channel(const tcp_control_channel&) = delete;
+  tcp_control_channel& operator=(const tcp_control_channel&) = delete;
+
+  [[nodiscard]] status send(const message& msg) override;
+  [[nodiscard]] receive_result poll() override;
+  bool is_connected() const noexcept override { return static_cast<bool>(socket_); }
+  // An epoll descriptor holding the connection (and a server's listening socket).
+  int wait_fd() const noexcept override { return epoll_.get(); }
+  void close() noexcept override;
+  const std::string& last_error() const noexcept override { return last_error_; }
+
+  size_t max_body_size() const noexcept { return max_body_size_; }
+  // Bytes queued by send() that the socket has not taken yet.
+  size_t pending_send_bytes() const noexcept { return tx_.size() - tx_sent_; }
+  // "a.b.c.d:port" of the connected peer, empty when not connected.
+  const std::string& peer() const noexcept { return peer_; }
+
+ protected:
+  explicit tcp_control_channel(size_t max_body_size);
+  // Takes a connected, non-blocking socket.
+  void attach(unique_fd socket, std::string peer);
+  // Adds `fd` to the wait_fd() set for readability.
+  void watch_readable(int fd);
+
+ private:
+  // Writes queued bytes until done or the socket is full; a hard error closes the connection.
+  status flush();
+  // Reads what the socket has (bounded by one maximum frame of buffered bytes); a failure result
+  // when the connection broke.
+  std::optional<receive_result> read_available();
+  // Decodes one buffered frame into `out`; true when `out` is final (a message or a failure).
+  bool take_frame(receive_result& out);
+  receive_result fail(status code, std::string text);
+  void update_interest();
+
+  size_t max_body_size_;
+  unique_fd epoll_;
+  unique_fd socket_;
+  std::string peer_;
+  std::vector<uint8_t> rx_;  // received bytes not decoded yet
+  std::vector<uint8_t> tx_;  // encoded frames; [tx_sent_, size) not written yet
+  size_t tx_sent_ = 0;
+  bool peer_closed_ = false;  // read() returned 0; buffered frames are still delivered
+  bool watching_writable_ = false;
+  std::string last_error_;
+};
+
+// Listens on 0.0.0.0:port and serves one client at a time. A client that arrives while another is
+// served is accepted and closed at once (and logged), never queued. After its client leaves, the
+// server accepts the next one.
+class tcp_server_channel final : public tcp_control_channel {
+ public:
+  // port 0 picks a free port (see port()). Throws status_error when the port cannot be bound.
+  explicit tcp_server_channel(uint16_t port, size_t max_body_size = default_max_body_size);
+
+  [[nodiscard]] receive_result poll() override;
+  uint16_t port() const noexcept { return port_; }
+
+ private:
+  // Accepts every pending connection; true when one became this channel's client.
+  bool accept_pending();
+
+  unique_fd listener_;
+  uint16_t port_ = 0;
+};
+
+// Connects to a server. No reconnection once the connection is lost.
+class tcp_client_channel final : public tcp_control_channel {
+ public:
+  // Connects to "a.b.c.d:port", retrying every connect_retry_interval while the connection is
+  // refused (the server may still be starting), until `deadline`. Throws status_error:
+  // invalid_value for a bad address, time_out at the deadline, shutdown when a stop is requested,
+  // not_connected for any other failure.
+  tcp_client_channel(std::string_view address, std::chrono::steady_clock::time_point deadline,
+                     size_t max_body_size = default_max_body_size);
+
+  const ipv4_endpoint& endpoint() const noexcept { return endpoint_; }
+
+ private:
+  ipv4_endpoint endpoint_;
+};
+
+}  // namespace zc::storage
