@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
-#include <regex>
+#include <string_view>
 
 #include "core/status.hpp"
 
@@ -26,6 +28,25 @@ std::string from_pci(const std::string& address) {
     }
   }
   return {};
+}
+
+// "[dddd:]bb:dd.f" in hex, function 0-7. Checked by hand: GCC 12 warns (falsely) inside
+// std::regex under -fsanitize, and warnings are errors.
+bool is_pci_address(const std::string& s) {
+  auto hex = [&](size_t from, size_t n) {
+    return std::all_of(s.begin() + static_cast<std::ptrdiff_t>(from),
+                       s.begin() + static_cast<std::ptrdiff_t>(from + n),
+                       [](unsigned char c) { return std::isxdigit(c) != 0; });
+  };
+  size_t p = 0;
+  if (s.size() == 12) {
+    if (!hex(0, 4) || s[4] != ':') return false;
+    p = 5;
+  } else if (s.size() != 7) {
+    return false;
+  }
+  return hex(p, 2) && s[p + 2] == ':' && hex(p + 3, 2) && s[p + 5] == '.' && s[p + 6] >= '0' &&
+         s[p + 6] <= '7';
 }
 
 }  // namespace
@@ -54,8 +75,7 @@ device device::open(const std::string& spec) {
     d.net_device_ = spec.find(':') == std::string::npos ? spec + ":1" : spec;
     return d;
   }
-  static const std::regex pci(R"(^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$)");
-  if (std::regex_match(spec, pci)) {
+  if (is_pci_address(spec)) {
     d.net_device_ = from_pci(spec);
     if (!d.net_device_.empty()) return d;
   }

@@ -15,7 +15,7 @@
 #include "core/memory_map.hpp"
 #include "core/sync_event.hpp"
 #include "rdma/context.hpp"
-#include "support/engine_thread.hpp"
+#include "core/engine_thread.hpp"
 
 namespace zc::rdma::testing {
 
@@ -30,7 +30,7 @@ struct completion {
 };
 
 struct side {
-  test::engine_thread thread;
+  core::engine_thread thread;
   std::vector<uint8_t> backing = std::vector<uint8_t>(region_size + 2 * guard_size, guard_byte);
   std::unique_ptr<core::memory_map> local;   // the exported middle of backing
   std::unique_ptr<core::memory_map> remote;  // the peer's export, imported

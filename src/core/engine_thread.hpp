@@ -1,9 +1,12 @@
-// Test helper: a progress engine driven by its own thread (event mode by default, so an idle
-// test sleeps in epoll instead of spinning). Objects attached to the engine are created, used and
-// destroyed on that thread through call(); wait_until() blocks the test thread, with a bound,
-// until a condition evaluated on the engine thread holds.
+// zc::core::engine_thread: a thread that owns a progress engine, optionally pinned to a core (a
+// program's worker, the reference's per-core thread). Objects attached to the engine are created,
+// used and destroyed on that thread through call(); wait_until() blocks the caller, with a bound,
+// until a condition evaluated on the engine thread holds. Between jobs the thread drives the
+// engine, sleeping according to its poll mode.
+// Thread rules: call(), wait_until() and the destructor from any other thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -11,27 +14,42 @@
 #include <future>
 #include <list>
 #include <mutex>
-#include <stdexcept>
 #include <thread>
 
-#include "core/progress_engine.hpp"
+#include <optional>
 
-namespace zc::test {
+#include "core/progress_engine.hpp"
+#include "core/status.hpp"
+#include "core/thread.hpp"
+
+namespace zc::core {
 
 class engine_thread {
  public:
-  explicit engine_thread(core::poll_mode mode = core::poll_mode::event) {
+  // Throws status_error if the thread cannot be pinned to `cpu`.
+  explicit engine_thread(poll_mode mode = poll_mode::event, std::optional<uint32_t> cpu = {}) {
     std::promise<void> ready;
     auto started = ready.get_future();
-    thread_ = std::thread([this, mode, &ready] {
-      core::progress_engine engine(mode);
+    thread_ = std::thread([this, mode, cpu, &ready] {
+      try {
+        if (cpu) pin_current_thread(*cpu);
+      } catch (...) {
+        ready.set_exception(std::current_exception());
+        return;
+      }
+      progress_engine engine(mode);
       engine_ = &engine;
       ready.set_value();
       loop();
       run_jobs();  // late jobs (typically destruction of objects) still run
       engine_ = nullptr;
     });
-    started.wait();
+    try {
+      started.get();
+    } catch (...) {
+      thread_.join();
+      throw;
+    }
   }
 
   ~engine_thread() {
@@ -43,21 +61,27 @@ class engine_thread {
     thread_.join();
   }
 
-  core::progress_engine& engine() { return *engine_; }
+  progress_engine& engine() { return *engine_; }
 
-  // Runs f on the engine thread and returns its result; throws if it takes longer than timeout.
+  // Runs f on the engine thread and returns its result (or rethrows its exception). Throws
+  // status_error(time_out) if it has not finished within `timeout`: a job that had not started is
+  // withdrawn; one that had started keeps running, so what it refers to must outlive the thread.
   template <typename F>
   auto call(F&& f, std::chrono::milliseconds timeout = std::chrono::seconds(10)) -> decltype(f()) {
     using result = decltype(f());
     auto task = std::make_shared<std::packaged_task<result()>>(std::forward<F>(f));
     auto future = task->get_future();
+    auto state = std::make_shared<std::atomic<int>>(job_queued);
     {
       std::lock_guard lock(mutex_);
-      jobs_.emplace_back([task] { (*task)(); });
+      jobs_.push_back({[task] { (*task)(); }, state});
     }
     engine_->notify();
-    if (future.wait_for(timeout) != std::future_status::ready)
-      throw std::runtime_error("engine_thread::call timed out");
+    if (future.wait_for(timeout) != std::future_status::ready) {
+      int queued = job_queued;
+      state->compare_exchange_strong(queued, job_withdrawn);
+      throw status_error(status::time_out, "worker thread did not answer in time");
+    }
     return future.get();
   }
 
@@ -73,18 +97,28 @@ class engine_thread {
   }
 
  private:
+  static constexpr int job_queued = 0;
+  static constexpr int job_started = 1;
+  static constexpr int job_withdrawn = 2;
+  struct job {
+    std::function<void()> run;
+    std::shared_ptr<std::atomic<int>> state;
+  };
   struct waiter {
     std::function<bool()> pred;
     std::shared_ptr<std::promise<void>> done;
   };
 
   bool run_jobs() {
-    std::deque<std::function<void()>> jobs;
+    std::deque<job> jobs;
     {
       std::lock_guard lock(mutex_);
       jobs.swap(jobs_);
     }
-    for (auto& job : jobs) job();
+    for (auto& j : jobs) {
+      int queued = job_queued;
+      if (j.state->compare_exchange_strong(queued, job_started)) j.run();
+    }
     return !jobs.empty();
   }
 
@@ -110,11 +144,11 @@ class engine_thread {
   }
 
   std::thread thread_;
-  core::progress_engine* engine_ = nullptr;
+  progress_engine* engine_ = nullptr;
   std::mutex mutex_;
-  std::deque<std::function<void()>> jobs_;
+  std::deque<job> jobs_;
   std::list<waiter> waiters_;
   bool stopping_ = false;
 };
 
-}  // namespace zc::test
+}  // namespace zc::core
