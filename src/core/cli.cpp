@@ -61,7 +61,7 @@ cli::cli(std::string program_name, std::string description)
                                            {"adaptive", poll_mode::adaptive},
                                            {"event", poll_mode::event}},
           CLI::ignore_case))
-      ->default_str("adaptive");
+      ->option_text("busy|adaptive|event (default: adaptive)");
 }
 
 std::vector<std::string> cli::json_to_args(const std::string& json_text) {

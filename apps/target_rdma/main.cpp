@@ -1,0 +1,49 @@
+// zcstore_target_rdma: a memory-backed block store serving IO over the rdma layer.
+#include <cstdio>
+#include <cstring>
+
+#include "core/log.hpp"
+#include "core/memory_map.hpp"
+#include "core/thread.hpp"
+#include "storage/sbc_file.hpp"
+#include "storage/tcp_control_channel.hpp"
+#include "target_config.hpp"
+#include "target_session.hpp"
+
+int main(int argc, char** argv) {
+  using namespace zc;
+  std::printf("%s: v%s\n", target::program_name, ZC_VERSION_STRING);
+  target::target_config config;
+  if (auto code = target::parse_config(argc, argv, config)) return *code;
+  try {
+    // The content decides the geometry: a .sbc file carries its own, a raw file must match.
+    storage::sbc_content content;
+    if (!config.binary_content.empty()) {
+      content = storage::load_binary_content(config.binary_content, config.block_size,
+                                             config.block_count);
+      config.block_size = content.block_size;
+      config.block_count = content.block_count;
+    }
+    target::print_config(config);
+    core::install_stop_signal_handlers();
+    const uint64_t capacity = uint64_t(config.block_size) * config.block_count;
+    // Zero-filled when there is no content (the reference left it undefined).
+    auto storage = core::memory_map::allocate(capacity, core::access::local_read_write);
+    if (!content.content.empty()) std::memcpy(storage->data(), content.content.data(), capacity);
+    content = {};
+    ZC_LOG_INFO("storage: {} blocks of {} bytes ({} bytes)", config.block_count,
+                config.block_size, capacity);
+
+    storage::tcp_server_channel channel(config.listen_port);
+    ZC_LOG_INFO("listening on port {}", config.listen_port);
+    target::target_service service(config, *storage, config.block_size);
+    return service.run(channel);
+  } catch (const status_error& e) {
+    std::fprintf(stderr, "%s: %s (%s)\n", target::program_name, e.what(),
+                 status_name(e.code()).data());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", target::program_name, e.what());
+    return 1;
+  }
+}

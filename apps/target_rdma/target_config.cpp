@@ -1,0 +1,57 @@
+#include "target_config.hpp"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <thread>
+
+#include "core/cli.hpp"
+
+namespace zc::target {
+
+std::optional<int> parse_config(int argc, const char* const* argv, target_config& out) {
+  core::cli cli(program_name, "Memory-backed RDMA storage target");
+  auto& app = cli.app();
+  int port = 0;
+  app.add_option("-d,--device", out.device, "Network device: auto, tcp, sm, interface, RDMA device")
+      ->capture_default_str();
+  app.add_option("--cpu", out.cpus, "Core for one worker thread (repeat for more workers)")
+      ->required()
+      ->check(CLI::Range(0u, std::max(1u, std::thread::hardware_concurrency()) - 1,
+                         "an existing cpu"));
+  app.add_option("--listen-port", port, "TCP port for the control connection")
+      ->required()
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--binary-content", out.binary_content,
+                 "Initial content: a .sbc file or a raw file of block-size x block-count bytes");
+  app.add_option("--block-count", out.block_count, "Blocks (ignored with a .sbc file)")
+      ->capture_default_str();
+  app.add_option("--block-size", out.block_size, "Block size in bytes (ignored with a .sbc file)")
+      ->capture_default_str();
+  if (auto code = cli.parse(argc, argv)) return code;
+  out.listen_port = static_cast<uint16_t>(port);
+  out.poll_mode = cli.polling();
+  if (out.binary_content.empty() && (out.block_size == 0 || out.block_count == 0)) {
+    std::cerr << program_name
+              << ": block-size and block-count must be non zero when binary-content is not "
+                 "provided\n";
+    return core::exit_bad_usage;
+  }
+  return std::nullopt;
+}
+
+void print_config(const target_config& config) {
+  std::string cpus;
+  for (auto c : config.cpus) cpus += fmt::format("{}{}", cpus.empty() ? "" : ", ", c);
+  fmt::print("configuration: {{\n");
+  fmt::print("\tcpus: [{}]\n", cpus);
+  fmt::print("\tdevice: \"{}\"\n", config.device);
+  fmt::print("\tlisten_port: {}\n", config.listen_port);
+  fmt::print("\tbinary_content: \"{}\"\n", config.binary_content);
+  fmt::print("\tblock_count: {}\n", config.block_count);
+  fmt::print("\tblock_size: {}\n", config.block_size);
+  fmt::print("}}\n");
+  std::fflush(stdout);
+}
+
+}  // namespace zc::target

@@ -1,0 +1,209 @@
+#include "target_session.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "core/log.hpp"
+#include "core/thread.hpp"
+#include "storage/stats.hpp"
+
+namespace zc::target {
+
+using storage::message;
+using storage::message_type;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto poll_slice = 1s;  // how often a waiting target looks at Ctrl-C
+
+message_type expected_request(int stage) {
+  constexpr message_type order[] = {
+      message_type::query_storage_request,         message_type::init_storage_request,
+      message_type::create_rdma_connection_request, message_type::start_storage_request,
+      message_type::stop_storage_request,           message_type::shutdown_request,
+  };
+  return order[stage];
+}
+
+}  // namespace
+
+target_service::target_service(const target_config& config, core::memory_map& storage,
+                               uint32_t block_size)
+    : config_(config),
+      device_(core::device::open(config.device)),
+      storage_(storage),
+      block_size_(block_size) {}
+
+target_service::~target_service() { teardown(); }
+
+int target_service::run(storage::control_channel& channel) {
+  while (!exit_ && !core::stop_requested()) {
+    status s = storage::wait_until_connected(channel, poll_slice);
+    if (s == status::time_out) continue;
+    if (!ok(s)) break;
+    ZC_LOG_INFO("service connected");
+    serve(channel);
+  }
+  teardown();
+  uint64_t errors = 0;
+  std::vector<storage::core_stats> blocks;
+  for (const auto& w : stats_) {
+    errors += w.errors;
+    blocks.push_back({w.cpu, w.operations, std::nullopt, w.pe_hits, w.pe_misses});
+  }
+  std::fputs(storage::format_core_stats(blocks).c_str(), stdout);
+  std::fflush(stdout);
+  if (errors != 0) {
+    ZC_LOG_ERROR("the data path had {} errors", errors);
+    return 1;
+  }
+  return 0;
+}
+
+void target_service::serve(storage::control_channel& channel) {
+  stage_ = stage::query;
+  while (stage_ != stage::done) {
+    auto received = storage::wait_for(channel, poll_slice);
+    if (received.code == status::time_out) continue;
+    if (received.code == status::shutdown) {
+      ZC_LOG_INFO("stop requested: ending the session");
+      exit_ = true;
+      return;
+    }
+    if (received.failed()) {
+      ZC_LOG_ERROR("control connection lost ({}): ending the session",
+                   received.text.empty() ? status_name(received.code) : received.text);
+      channel.close();
+      teardown();
+      return;
+    }
+    const message& request = *received.msg;
+    ZC_LOG_DEBUG("received {} id {}", storage::to_string(request.type), request.message_id);
+    message reply = handle(request);
+    if (status s = channel.send(reply); !ok(s)) {
+      ZC_LOG_ERROR("cannot answer the service: {}", channel.last_error());
+      channel.close();
+      teardown();
+      return;
+    }
+  }
+  // Let the last response go out before the program ends.
+  [[maybe_unused]] auto last = storage::wait_for(channel, 100ms);
+  exit_ = true;
+}
+
+message target_service::handle(const message& request) {
+  if (request.type == message_type::shutdown_request) {
+    teardown();
+    stage_ = stage::done;
+    return storage::make_response(request, message_type::shutdown_response);
+  }
+  const message_type expected = expected_request(static_cast<int>(stage_));
+  if (request.type != expected) {
+    ZC_LOG_WARN("unexpected {} while expecting a {}", storage::to_string(request.type),
+                storage::to_string(expected));
+    return storage::make_error_response(
+        request, status::unexpected,
+        fmt::format("Unexpected {} while expecting a {}", storage::to_string(request.type),
+                    storage::to_string(expected)));
+  }
+  try {
+    switch (stage_) {
+      case stage::query: return on_query(request);
+      case stage::init: return on_init(request);
+      case stage::connect: return on_create_connection(request);
+      case stage::start: return on_start(request);
+      case stage::running: return on_stop(request);
+      default: break;
+    }
+    throw status_error(status::bad_state, "no request is expected now");
+  } catch (const status_error& e) {
+    ZC_LOG_ERROR("{} failed: {}", storage::to_string(request.type), e.what());
+    return storage::make_error_response(request, e.code(), e.what());
+  }
+}
+
+message target_service::on_query(const message& request) {
+  stage_ = stage::init;
+  return storage::make_response(request, message_type::query_storage_response,
+                                storage::query_storage_response_payload{storage_.size(),
+                                                                        block_size_});
+}
+
+message target_service::on_init(const message& request) {
+  const auto& init = std::get<storage::init_storage_request_payload>(request.payload);
+  if (init.core_count == 0 || init.core_count > config_.cpus.size())
+    throw status_error(status::invalid_value,
+                       fmt::format("Requested storage to use {} cores but only {} are configured",
+                                   init.core_count, config_.cpus.size()));
+  if (init.transaction_count == 0 || init.transaction_count > max_transactions)
+    throw status_error(status::invalid_value,
+                       fmt::format("transaction count {} is outside 1..{}", init.transaction_count,
+                                   max_transactions));
+  remote_ = core::memory_map::import_rdma(init.mmap_export);
+  try {
+    for (uint32_t i = 0; i < init.core_count; ++i)
+      workers_.push_back(std::make_unique<target_worker>(config_.cpus[i], config_.poll_mode,
+                                                         device_, storage_, *remote_,
+                                                         init.transaction_count));
+  } catch (const status_error& e) {
+    teardown();
+    throw status_error(e.code(), std::string("Failed to create worker objects: ") + e.what());
+  }
+  ZC_LOG_INFO("init: {} workers with {} transactions each, requester region of {} bytes",
+              init.core_count, init.transaction_count, remote_->size());
+  stage_ = stage::connect;
+  return storage::make_response(request, message_type::init_storage_response);
+}
+
+message target_service::on_create_connection(const message& request) {
+  const auto& conn = std::get<storage::rdma_connection_payload>(request.payload);
+  if (conn.context_idx >= workers_.size())
+    throw status_error(status::invalid_value,
+                       fmt::format("Unable to create RDMA connection for invalid context idx {}",
+                                   conn.context_idx));
+  auto mine = workers_[conn.context_idx]->connect(conn.role, conn.connection_details);
+  bool all = true;
+  for (auto& w : workers_) all &= w->connected();
+  if (all) stage_ = stage::start;
+  return storage::make_response(
+      request, message_type::create_rdma_connection_response,
+      storage::rdma_connection_payload{conn.context_idx, conn.role, std::move(mine)});
+}
+
+message target_service::on_start(const message& request) {
+  for (auto& w : workers_)
+    if (!w->ready())
+      throw status_error(status::bad_state, "Failed to query connections state: not all "
+                                            "RDMA connections are running");
+  for (auto& w : workers_) w->start_data_path();
+  stage_ = stage::running;
+  ZC_LOG_INFO("data path started on {} workers", workers_.size());
+  return storage::make_response(request, message_type::start_storage_response);
+}
+
+message target_service::on_stop(const message& request) {
+  stop_workers();
+  stage_ = stage::stopped;
+  return storage::make_response(request, message_type::stop_storage_response);
+}
+
+void target_service::stop_workers() {
+  if (workers_.empty()) return;
+  stats_.clear();
+  for (auto& w : workers_) {
+    w->stop();
+    stats_.push_back(w->stats());
+  }
+}
+
+void target_service::teardown() {
+  if (stage_ == stage::running) stop_workers();
+  if (!workers_.empty() && stats_.empty()) stop_workers();
+  workers_.clear();
+  remote_.reset();
+}
+
+}  // namespace zc::target

@@ -1,0 +1,57 @@
+// The target's control side: waits for a service on TCP and walks it through the sequence of
+// REFERENCE_SPEC §2.7/§2.9: query -> init -> create_rdma_connection x (2 x cores) -> start ->
+// stop -> shutdown. A message of the wrong type gets an UNEXPECTED error response and leaves the
+// stage as it was; shutdown is honoured at any stage; a service that disconnects ends its session
+// (workers are torn down) and the target waits for the next one.
+// Thread rules: the main thread only.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/device.hpp"
+#include "core/memory_map.hpp"
+#include "storage/control_channel.hpp"
+#include "target_config.hpp"
+#include "target_worker.hpp"
+
+namespace zc::target {
+
+// Largest transaction count a service may ask for, per worker.
+inline constexpr uint32_t max_transactions = 65536;
+
+class target_service {
+ public:
+  target_service(const target_config& config, core::memory_map& storage, uint32_t block_size);
+  ~target_service();
+
+  // Serves sessions until one ends with shutdown_request or a stop is requested (Ctrl-C).
+  // Returns the exit status: 0, or 1 when the data path had errors.
+  int run(storage::control_channel& channel);
+
+ private:
+  enum class stage { query, init, connect, start, running, stopped, done };
+
+  void serve(storage::control_channel& channel);
+  storage::message handle(const storage::message& request);
+  storage::message on_query(const storage::message& request);
+  storage::message on_init(const storage::message& request);
+  storage::message on_create_connection(const storage::message& request);
+  storage::message on_start(const storage::message& request);
+  storage::message on_stop(const storage::message& request);
+  void stop_workers();
+  void teardown();
+
+  const target_config& config_;
+  core::device device_;
+  core::memory_map& storage_;
+  uint32_t block_size_;
+  stage stage_ = stage::query;
+  std::unique_ptr<core::memory_map> remote_;
+  std::vector<std::unique_ptr<target_worker>> workers_;
+  std::vector<worker_stats> stats_;
+  bool exit_ = false;
+};
+
+}  // namespace zc::target
