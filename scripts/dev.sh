@@ -41,6 +41,7 @@ ucx_env() {
 
 build() {
   local kind=${1:-release}
+  shift || true
   local dir="$ROOT/build/$kind"
   local args=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
   case "$kind" in
@@ -51,7 +52,9 @@ build() {
   esac
   log "build $kind"
   cmake -S "$ROOT" -B "$dir" "${args[@]}" >/dev/null
-  cmake --build "$dir" -j "$JOBS"
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$dir" -j "$JOBS" "${targets[@]}"
 }
 
 run_ctest() {
@@ -63,9 +66,12 @@ run_ctest() {
 
 fuzz() {
   local seconds=${1:-20}
-  build fuzz
-  ucx_env
   shopt -s nullglob
+  local harnesses=()
+  for src in "$ROOT"/tests/fuzz/*_fuzz.cpp; do harnesses+=("$(basename "$src" .cpp)"); done
+  [ ${#harnesses[@]} -gt 0 ] || return 0
+  build fuzz "${harnesses[@]}"
+  ucx_env
   for f in "$ROOT"/build/fuzz/tests/fuzz/*_fuzz; do
     local name corpus
     name=$(basename "$f")
