@@ -43,6 +43,9 @@ class buffer {
 class buffer_inventory {
  public:
   explicit buffer_inventory(uint32_t count);
+  // Buffers point back at their inventory: it stays where it was made.
+  buffer_inventory(const buffer_inventory&) = delete;
+  buffer_inventory& operator=(const buffer_inventory&) = delete;
 
   // A buffer over [addr, addr+length) with an empty data section at addr.
   status get_by_addr(memory_map& map, void* addr, size_t length, buffer*& out) noexcept;

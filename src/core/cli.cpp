@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/log.hpp"
@@ -21,7 +22,9 @@ namespace {
 const CLI::Validator log_level_check(
     [](std::string& value) -> std::string {
       try {
-        if (log::level_from_int(std::stoi(value))) return {};
+        size_t used = 0;
+        int level = std::stoi(value, &used);
+        if (used == value.size() && log::level_from_int(level)) return {};
       } catch (...) {
       }
       return "log level must be one of 10 (disable), 20, 30, 40, 50, 60, 70 (trace)";
@@ -90,6 +93,36 @@ std::vector<std::string> cli::json_to_args(const std::string& json_text) {
   return words;
 }
 
+// A JSON key whose option is also on the command line is dropped, so that a list given on the
+// command line (--cpu 2) replaces the file's list rather than adding to it.
+std::string cli::without_command_line_keys(const std::string& json_text, int argc,
+                                           const char* const* argv) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error&) {
+    return json_text;  // json_to_args reports it
+  }
+  if (!doc.is_object()) return json_text;
+  std::set<const CLI::Option*> given;
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.size() < 2 || word[0] != '-') continue;
+    word = word.substr(0, word.find('='));
+    if (const CLI::Option* opt = app_.get_option_no_throw(word)) given.insert(opt);
+  }
+  for (auto it = doc.begin(); it != doc.end();) {
+    std::string key = it.key().rfind("-", 0) == 0 ? it.key() : "--" + it.key();
+    const CLI::Option* opt = app_.get_option_no_throw(key);
+    if (opt != nullptr && given.count(opt)) {
+      it = doc.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return doc.dump();
+}
+
 std::optional<int> cli::parse(int argc, const char* const* argv) {
   std::vector<std::string> words;
   // Find -j/--json first: its contents go in front so the command line overrides them.
@@ -109,7 +142,7 @@ std::optional<int> cli::parse(int argc, const char* const* argv) {
       }
       std::stringstream text;
       text << in.rdbuf();
-      words = json_to_args(text.str());
+      words = json_to_args(without_command_line_keys(text.str(), argc, argv));
     }
   } catch (const status_error& e) {
     std::cerr << program_name_ << ": " << json_path << ": " << e.what() << "\n";

@@ -40,6 +40,9 @@ class cli {
   static std::vector<std::string> json_to_args(const std::string& json_text);
 
  private:
+  std::string without_command_line_keys(const std::string& json_text, int argc,
+                                        const char* const* argv);
+
   std::string program_name_;
   CLI::App app_;
   int log_level_ = 50;

@@ -63,7 +63,7 @@ std::unique_ptr<memory_map> memory_map::allocate(size_t length, access permissio
   uint64_t a = random_u64(), b = random_u64();
   map->memfd_token_ = fmt::format("{:016x}{:016x}", a, b);
   std::string name = "zcstore-" + map->memfd_token_;
-  map->memfd_ = memfd_create(name.c_str(), MFD_CLOEXEC);
+  map->memfd_ = memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (map->memfd_ < 0) throw status_error(status::no_memory, os_error("memfd_create"));
   const size_t mapped = page_round(length);
   if (ftruncate(map->memfd_, static_cast<off_t>(mapped)) != 0)
@@ -90,6 +90,11 @@ std::vector<uint8_t> memory_map::export_pci() const {
   if (memfd_ < 0 || memfd_token_.size() != 2 * token_bytes)
     throw status_error(status::not_supported,
                        "only memory from memory_map::allocate can be exported for PCI");
+  // A read-only export is sealed: no process can map this memory writable any more (this one
+  // keeps the mapping it has), so an importer cannot upgrade itself by editing the blob.
+  if (!has(permissions_, access::pci_read_write) &&
+      fcntl(memfd_, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW) != 0)
+    throw status_error(status::operating_system, os_error("sealing a read-only PCI export"));
   std::vector<uint8_t> payload;
   byte_writer w(payload);
   w.u32(static_cast<uint32_t>(getpid()));
@@ -138,7 +143,10 @@ std::unique_ptr<memory_map> memory_map::import_pci(std::span<const uint8_t> blob
   void* p = mmap(nullptr, page_round(length), writable ? PROT_READ | PROT_WRITE : PROT_READ,
                  MAP_SHARED, memfd, 0);
   if (p == MAP_FAILED) {
+    const bool sealed = errno == EPERM;
     close(memfd);
+    if (sealed)
+      throw status_error(status::not_permitted, "PCI export is read-only; the blob claims more");
     throw status_error(status::no_memory, os_error("mmap of PCI export"));
   }
   std::unique_ptr<memory_map> map(new memory_map());

@@ -74,11 +74,24 @@ void progress_engine::complete(task_base& task, status result) noexcept {
 }
 
 void progress_engine::forget(const context& owner) noexcept {
+  drop_queued([&](const task_base& t) { return t.context_ == &owner; });
+}
+
+void progress_engine::forget(const task_pool_base& pool) noexcept {
+  drop_queued([&](const task_base& t) { return t.pool_ == &pool; });
+}
+
+void internal::forget_queued(const task_pool_base& pool, const context& owner) noexcept {
+  owner.engine().forget(pool);
+}
+
+template <typename Drop>
+void progress_engine::drop_queued(Drop drop) noexcept {
   task_base* kept_head = nullptr;
   task_base* kept_tail = nullptr;
   for (task_base* t = completed_head_; t != nullptr;) {
     task_base* next = t->next_;
-    if (t->context_ != &owner) {
+    if (!drop(*t)) {
       t->next_ = nullptr;
       (kept_tail != nullptr ? kept_tail->next_ : kept_head) = t;
       kept_tail = t;

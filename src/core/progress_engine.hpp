@@ -80,6 +80,8 @@ class progress_engine {
   void complete(task_base& task, status result) noexcept;
   // Drops queued completions of a context that is being destroyed (their tasks die with it).
   void forget(const class context& owner) noexcept;
+  // Drops queued completions of the tasks of a pool that is being destroyed or reconfigured.
+  void forget(const task_pool_base& pool) noexcept;
 
   // Per-engine shared object (one UCX worker per engine, say), made by `make` on first use.
   template <typename T>
@@ -93,6 +95,8 @@ class progress_engine {
 
  private:
   size_t run_completions();
+  template <typename Drop>
+  void drop_queued(Drop drop) noexcept;
   // Brings the epoll registration of sources_[i] in line with its wait_fd(); false on failure.
   bool watch(size_t i) noexcept;
 

@@ -83,14 +83,25 @@ class task_pool_base {
   uint32_t in_use_ = 0;
 };
 
+namespace internal {
+// Takes the pool's tasks off their progress engine's completion queue (progress_engine.cpp).
+void forget_queued(const task_pool_base& pool, const context& owner) noexcept;
+}  // namespace internal
+
 // A fixed set of tasks of one type, with their callbacks. T derives from task_base.
 template <typename T>
 class task_pool final : public task_pool_base {
  public:
   using callback = std::function<void(T&)>;
 
+  task_pool() = default;
+  // A completion still queued must not outlive its task in the engine's (intrusive) queue. The
+  // pool does this, not ~context: a derived context's pools die before its base destructor runs.
+  ~task_pool() override { forget_queued(); }
+
   // Sizes the pool; the tasks are created here and never again.
   void configure(context& owner, uint32_t count, callback on_success, callback on_error) {
+    forget_queued();
     tasks_.clear();
     free_.clear();
     tasks_.reserve(count);
@@ -137,6 +148,10 @@ class task_pool final : public task_pool_base {
     } else if (on_error_) {
       on_error_(task);
     }
+  }
+
+  void forget_queued() noexcept {
+    if (!tasks_.empty()) internal::forget_queued(*this, *tasks_.front()->context_);
   }
 
   std::vector<std::unique_ptr<T>> tasks_;

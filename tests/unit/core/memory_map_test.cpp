@@ -1,0 +1,522 @@
+// Memory maps: local (wrapped or allocated), PCI export/import (the same pages in two mappings,
+// possibly two processes) and RDMA export/import (a description checked by the export table).
+// Cross-process cases fork a child; every wait on a child or a pipe is bounded.
+#include "core/memory_map.hpp"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/blob.hpp"
+#include "core/bytes.hpp"
+#include "core/export_table.hpp"
+
+namespace zc::core {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto child_timeout = 10s;
+constexpr size_t map_size = 8192;
+
+// PCI export payload layout (memory_map.cpp): u32 pid, u32 fd, 32-byte token, u64 length,
+// u32 access.
+constexpr size_t pci_fd_offset = 4;
+constexpr size_t pci_token_offset = 8;
+constexpr size_t pci_length_offset = 40;
+constexpr size_t pci_access_offset = 48;
+// RDMA export payload layout: u64 owner token, u64 export id, u64 base, u64 length, u32 access.
+constexpr size_t rdma_id_offset = 8;
+constexpr size_t rdma_base_offset = 16;
+constexpr size_t rdma_length_offset = 24;
+
+template <typename F>
+status thrown_status(F&& f) {
+  try {
+    f();
+  } catch (const status_error& e) {
+    return e.code();
+  }
+  return status::success;
+}
+
+std::vector<uint8_t> payload_of(const std::vector<uint8_t>& blob, blob_kind kind) {
+  std::span<const uint8_t> payload;
+  EXPECT_EQ(parse_blob(blob, kind, payload), status::success);
+  return {payload.begin(), payload.end()};
+}
+
+// Waits for a child with a bound; kills it if it outlives the bound. Returns the wait status.
+std::optional<int> reap(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + child_timeout;
+  for (;;) {
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) == pid) return st;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+bool readable_within(int fd, std::chrono::milliseconds bound) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, static_cast<int>(bound.count())) == 1;
+}
+
+// Reads exactly n bytes, each read bounded; false on timeout or end of file.
+bool read_exactly(int fd, void* out, size_t n) {
+  auto* p = static_cast<uint8_t*>(out);
+  while (n > 0) {
+    if (!readable_within(fd, std::chrono::duration_cast<std::chrono::milliseconds>(child_timeout)))
+      return false;
+    ssize_t r = read(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool write_all(int fd, const void* data, size_t n) {
+  auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool send_blob(int fd, const std::vector<uint8_t>& blob) {
+  const uint32_t n = static_cast<uint32_t>(blob.size());
+  return write_all(fd, &n, sizeof(n)) && write_all(fd, blob.data(), blob.size());
+}
+
+std::optional<std::vector<uint8_t>> receive_blob(int fd) {
+  uint32_t n = 0;
+  if (!read_exactly(fd, &n, sizeof(n)) || n > blob_header_size + blob_max_payload)
+    return std::nullopt;
+  std::vector<uint8_t> blob(n);
+  if (!read_exactly(fd, blob.data(), n)) return std::nullopt;
+  return blob;
+}
+
+// ---- local maps --------------------------------------------------------------------------------
+
+TEST(memory_map, wrap_describes_the_callers_memory) {
+  std::vector<uint8_t> memory(100);
+  auto map = memory_map::wrap(memory.data(), memory.size(), access::local_read_write);
+  EXPECT_EQ(map->data(), memory.data());
+  EXPECT_EQ(map->size(), 100u);
+  EXPECT_EQ(map->permissions(), access::local_read_write);
+  EXPECT_FALSE(map->is_remote());
+  EXPECT_FALSE(map->rdma_exported());
+}
+
+TEST(memory_map, empty_range_is_refused) {
+  uint8_t byte = 0;
+  EXPECT_EQ(thrown_status([&] { memory_map::wrap(nullptr, 8, access::local_read_write); }),
+            status::invalid_value);
+  EXPECT_EQ(thrown_status([&] { memory_map::wrap(&byte, 0, access::local_read_write); }),
+            status::invalid_value);
+  EXPECT_EQ(thrown_status([&] { memory_map::allocate(0, access::local_read_write); }),
+            status::invalid_value);
+}
+
+TEST(memory_map, allocate_gives_zeroed_page_aligned_writable_memory) {
+  auto map = memory_map::allocate(5000, access::local_read_write);
+  ASSERT_NE(map->data(), nullptr);
+  EXPECT_EQ(map->size(), 5000u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(map->data()) % static_cast<uintptr_t>(getpagesize()), 0u);
+  for (size_t i = 0; i < map->size(); ++i) ASSERT_EQ(map->data()[i], 0) << i;
+  std::memset(map->data(), 0xAB, map->size());
+  EXPECT_EQ(map->data()[4999], 0xAB);
+}
+
+TEST(memory_map, contains_checks_the_whole_range) {
+  std::vector<uint8_t> memory(64);
+  auto map = memory_map::wrap(memory.data(), memory.size(), access::local_read_write);
+  uint8_t* base = memory.data();
+  EXPECT_TRUE(map->contains(base, 64));
+  EXPECT_TRUE(map->contains(base + 10, 54));
+  EXPECT_TRUE(map->contains(base + 63, 1));
+  EXPECT_TRUE(map->contains(base + 64, 0));
+  EXPECT_FALSE(map->contains(base + 10, 55));
+  EXPECT_FALSE(map->contains(base + 64, 1));
+  EXPECT_FALSE(map->contains(base + 65, 0));
+  EXPECT_FALSE(map->contains(base - 1, 1));
+  EXPECT_FALSE(map->contains(base + 1, std::numeric_limits<size_t>::max()));
+  EXPECT_FALSE(map->contains(nullptr, 1));
+}
+
+TEST(memory_map, access_flags_combine) {
+  const access rw = access::rdma_read | access::rdma_write;
+  EXPECT_TRUE(has(rw, access::rdma_read));
+  EXPECT_TRUE(has(rw, access::rdma_write));
+  EXPECT_FALSE(has(rw, access::rdma_atomic));
+  EXPECT_FALSE(has(rw, access::rdma_read | access::rdma_atomic));
+  EXPECT_TRUE(has(rdma_all, rw));
+  EXPECT_TRUE(has(access::local_read_only, access::local_read_only));
+  // DOCA's doca_access_flag numbers.
+  EXPECT_EQ(static_cast<uint32_t>(access::local_read_write), 1u);
+  EXPECT_EQ(static_cast<uint32_t>(access::rdma_read), 2u);
+  EXPECT_EQ(static_cast<uint32_t>(access::rdma_write), 4u);
+  EXPECT_EQ(static_cast<uint32_t>(access::rdma_atomic), 8u);
+  EXPECT_EQ(static_cast<uint32_t>(access::pci_read_only), 16u);
+  EXPECT_EQ(static_cast<uint32_t>(access::pci_read_write), 32u);
+}
+
+// ---- RDMA export -------------------------------------------------------------------------------
+
+TEST(memory_map, rdma_export_and_import_round_trip) {
+  std::vector<uint8_t> memory(4096);
+  const access perms = access::local_read_write | access::rdma_read | access::rdma_write;
+  auto map = memory_map::wrap(memory.data(), memory.size(), perms);
+  const auto blob = map->export_rdma();
+  EXPECT_TRUE(map->rdma_exported());
+
+  auto remote = memory_map::import_rdma(blob);
+  EXPECT_TRUE(remote->is_remote());
+  EXPECT_EQ(remote->remote().owner_token, process_token());
+  EXPECT_NE(remote->remote().export_id, 0u);
+  EXPECT_EQ(remote->remote().base, reinterpret_cast<uintptr_t>(memory.data()));
+  EXPECT_EQ(remote->remote().length, memory.size());
+  EXPECT_EQ(remote->remote().permissions, perms);
+  EXPECT_EQ(remote->data(), memory.data());
+  EXPECT_EQ(remote->size(), memory.size());
+  EXPECT_EQ(remote->permissions(), perms);
+  EXPECT_FALSE(remote->rdma_exported());
+}
+
+TEST(memory_map, rdma_export_names_a_live_export_table_entry) {
+  std::vector<uint8_t> memory(256);
+  auto map = memory_map::wrap(memory.data(), memory.size(), access::rdma_write);
+  auto remote = memory_map::import_rdma(map->export_rdma());
+  const remote_region& r = remote->remote();
+  export_table::claim claim;
+  ASSERT_EQ(export_table::acquire(r.owner_token, r.export_id, 16, 32, access::rdma_write, claim),
+            status::success);
+  EXPECT_EQ(claim.data(), memory.data() + 16);
+}
+
+TEST(memory_map, exporting_twice_gives_the_same_export) {
+  std::vector<uint8_t> memory(64);
+  auto map = memory_map::wrap(memory.data(), memory.size(), access::rdma_read);
+  auto first = memory_map::import_rdma(map->export_rdma());
+  auto second = memory_map::import_rdma(map->export_rdma());
+  EXPECT_EQ(first->remote().export_id, second->remote().export_id);
+}
+
+TEST(memory_map, rdma_export_without_rdma_access_is_not_permitted) {
+  std::vector<uint8_t> memory(64);
+  for (access perms : {access::local_read_only, access::local_read_write,
+                       access::pci_read_write | access::local_read_write}) {
+    auto map = memory_map::wrap(memory.data(), memory.size(), perms);
+    EXPECT_EQ(thrown_status([&] { map->export_rdma(); }), status::not_permitted);
+    EXPECT_FALSE(map->rdma_exported());
+  }
+}
+
+TEST(memory_map, any_single_rdma_access_allows_an_rdma_export) {
+  std::vector<uint8_t> memory(64);
+  for (access perms : {access::rdma_read, access::rdma_write, access::rdma_atomic}) {
+    auto map = memory_map::wrap(memory.data(), memory.size(), perms);
+    EXPECT_NO_THROW(map->export_rdma());
+  }
+}
+
+TEST(memory_map, remote_map_cannot_be_exported_again) {
+  std::vector<uint8_t> memory(64);
+  auto map = memory_map::wrap(memory.data(), memory.size(), rdma_all);
+  auto remote = memory_map::import_rdma(map->export_rdma());
+  EXPECT_EQ(thrown_status([&] { remote->export_rdma(); }), status::not_supported);
+  EXPECT_EQ(thrown_status([&] { remote->export_pci(); }), status::not_permitted);
+}
+
+TEST(memory_map, withdrawn_export_is_not_found) {
+  std::vector<uint8_t> memory(64);
+  auto map = memory_map::wrap(memory.data(), memory.size(), access::rdma_read);
+  auto remote = memory_map::import_rdma(map->export_rdma());
+  map->withdraw_rdma_export();
+  EXPECT_FALSE(map->rdma_exported());
+  const remote_region& r = remote->remote();
+  export_table::claim claim;
+  EXPECT_EQ(export_table::acquire(r.owner_token, r.export_id, 0, 8, access::rdma_read, claim),
+            status::not_found);
+  // A new export of the same map is a new entry; the old id stays dead.
+  auto again = memory_map::import_rdma(map->export_rdma());
+  EXPECT_NE(again->remote().export_id, r.export_id);
+  EXPECT_EQ(export_table::acquire(r.owner_token, r.export_id, 0, 8, access::rdma_read, claim),
+            status::not_found);
+}
+
+TEST(memory_map, destroyed_map_is_no_longer_exported) {
+  std::vector<uint8_t> memory(64);
+  auto map = memory_map::wrap(memory.data(), memory.size(), access::rdma_read);
+  auto remote = memory_map::import_rdma(map->export_rdma());
+  map.reset();
+  const remote_region& r = remote->remote();
+  export_table::claim claim;
+  EXPECT_EQ(export_table::acquire(r.owner_token, r.export_id, 0, 8, access::rdma_read, claim),
+            status::not_found);
+}
+
+TEST(memory_map, malformed_rdma_blob_is_refused) {
+  std::vector<uint8_t> memory(64);
+  auto map = memory_map::wrap(memory.data(), memory.size(), rdma_all);
+  const auto blob = map->export_rdma();
+  const auto payload = payload_of(blob, blob_kind::rdma_memory);
+
+  auto import_with = [](std::vector<uint8_t> p) {
+    return thrown_status([&] { memory_map::import_rdma(frame_blob(blob_kind::rdma_memory, p)); });
+  };
+  auto zero_id = payload;
+  store_be64(zero_id.data() + rdma_id_offset, 0);
+  EXPECT_EQ(import_with(zero_id), status::invalid_value);
+  auto zero_length = payload;
+  store_be64(zero_length.data() + rdma_length_offset, 0);
+  EXPECT_EQ(import_with(zero_length), status::invalid_value);
+  auto wraps = payload;
+  store_be64(wraps.data() + rdma_base_offset, std::numeric_limits<uint64_t>::max() - 8);
+  EXPECT_EQ(import_with(wraps), status::invalid_value);
+  auto longer = payload;
+  longer.push_back(0);
+  EXPECT_EQ(import_with(longer), status::invalid_value);
+  auto shorter = payload;
+  shorter.pop_back();
+  EXPECT_EQ(import_with(shorter), status::invalid_value);
+
+  auto truncated = blob;
+  truncated.resize(blob.size() - 1);
+  EXPECT_EQ(thrown_status([&] { memory_map::import_rdma(truncated); }), status::invalid_value);
+  EXPECT_EQ(thrown_status([&] { memory_map::import_rdma({}); }), status::invalid_value);
+}
+
+TEST(memory_map, blob_of_the_wrong_kind_is_refused) {
+  auto local = memory_map::allocate(
+      4096, access::local_read_write | access::pci_read_write | access::rdma_read);
+  EXPECT_EQ(thrown_status([&] { memory_map::import_rdma(local->export_pci()); }),
+            status::invalid_value);
+  EXPECT_EQ(thrown_status([&] { memory_map::import_pci(local->export_rdma()); }),
+            status::invalid_value);
+}
+
+// ---- PCI export --------------------------------------------------------------------------------
+
+TEST(memory_map, pci_export_and_import_map_the_same_pages) {
+  auto exporter = memory_map::allocate(map_size, access::local_read_write | access::pci_read_write);
+  auto importer = memory_map::import_pci(exporter->export_pci());
+  ASSERT_NE(importer->data(), exporter->data());
+  EXPECT_EQ(importer->size(), map_size);
+  EXPECT_EQ(importer->permissions(), access::local_read_write | access::pci_read_write);
+  EXPECT_FALSE(importer->is_remote());
+
+  std::memcpy(exporter->data() + 100, "from exporter", 14);
+  EXPECT_STREQ(reinterpret_cast<const char*>(importer->data() + 100), "from exporter");
+  std::memcpy(importer->data() + map_size - 14, "from importer", 14);
+  EXPECT_STREQ(reinterpret_cast<const char*>(exporter->data() + map_size - 14), "from importer");
+}
+
+TEST(memory_map, pci_import_outlives_the_exporting_map) {
+  auto exporter = memory_map::allocate(map_size, access::local_read_write | access::pci_read_write);
+  exporter->data()[0] = 0x42;
+  auto importer = memory_map::import_pci(exporter->export_pci());
+  exporter.reset();
+  EXPECT_EQ(importer->data()[0], 0x42);
+}
+
+TEST(memory_map, read_only_pci_export_is_imported_read_only) {
+  auto exporter = memory_map::allocate(map_size, access::local_read_write | access::pci_read_only);
+  exporter->data()[7] = 0x77;
+  auto importer = memory_map::import_pci(exporter->export_pci());
+  EXPECT_EQ(importer->permissions(), access::local_read_write | access::pci_read_only);
+  EXPECT_FALSE(has(importer->permissions(), access::pci_read_write));
+  EXPECT_EQ(importer->data()[7], 0x77);
+  exporter->data()[8] = 0x88;
+  EXPECT_EQ(importer->data()[8], 0x88);
+
+  // The mapping itself is read-only: a child that writes through it dies of SIGSEGV.
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    signal(SIGSEGV, SIG_DFL);  // not a sanitizer's handler: die of the signal itself
+    *reinterpret_cast<volatile uint8_t*>(importer->data()) = 1;
+    _exit(0);
+  }
+  auto st = reap(child);
+  ASSERT_TRUE(st.has_value()) << "child did not end";
+  EXPECT_TRUE(WIFSIGNALED(*st) && WTERMSIG(*st) == SIGSEGV) << "wait status " << *st;
+  EXPECT_EQ(exporter->data()[0], 0);
+}
+
+TEST(memory_map, pci_export_without_pci_access_is_not_permitted) {
+  auto map = memory_map::allocate(4096, access::local_read_write | access::rdma_read);
+  EXPECT_EQ(thrown_status([&] { map->export_pci(); }), status::not_permitted);
+}
+
+TEST(memory_map, pci_export_of_wrapped_memory_is_not_supported) {
+  std::vector<uint8_t> memory(4096);
+  auto map = memory_map::wrap(memory.data(), memory.size(),
+                              access::local_read_write | access::pci_read_write);
+  EXPECT_EQ(thrown_status([&] { map->export_pci(); }), status::not_supported);
+}
+
+TEST(memory_map, tampered_token_in_a_pci_blob_is_not_permitted) {
+  auto exporter = memory_map::allocate(4096, access::local_read_write | access::pci_read_write);
+  auto payload = payload_of(exporter->export_pci(), blob_kind::pci_memory);
+  // Re-framed with a correct checksum: the frame is fine, the claim it makes is not.
+  payload[pci_token_offset] = payload[pci_token_offset] == 'a' ? 'b' : 'a';
+  EXPECT_EQ(
+      thrown_status([&] { memory_map::import_pci(frame_blob(blob_kind::pci_memory, payload)); }),
+      status::not_permitted);
+}
+
+TEST(memory_map, pci_blob_naming_another_descriptor_is_not_permitted) {
+  auto exporter = memory_map::allocate(4096, access::local_read_write | access::pci_read_write);
+  auto other = memory_map::allocate(4096, access::local_read_write | access::pci_read_write);
+  auto payload = payload_of(exporter->export_pci(), blob_kind::pci_memory);
+  const auto other_payload = payload_of(other->export_pci(), blob_kind::pci_memory);
+  // Same process, another live memfd (and then stderr): the token does not match its name.
+  for (uint32_t fd : {load_be32(other_payload.data() + pci_fd_offset), 2u}) {
+    store_be32(payload.data() + pci_fd_offset, fd);
+    EXPECT_EQ(
+        thrown_status([&] { memory_map::import_pci(frame_blob(blob_kind::pci_memory, payload)); }),
+        status::not_permitted)
+        << "fd " << fd;
+  }
+}
+
+TEST(memory_map, pci_blob_claiming_more_than_was_exported_is_refused) {
+  auto exporter = memory_map::allocate(4096, access::local_read_write | access::pci_read_write);
+  auto payload = payload_of(exporter->export_pci(), blob_kind::pci_memory);
+  store_be64(payload.data() + pci_length_offset, uint64_t{1} << 40);
+  EXPECT_EQ(
+      thrown_status([&] { memory_map::import_pci(frame_blob(blob_kind::pci_memory, payload)); }),
+      status::invalid_value);
+  store_be64(payload.data() + pci_length_offset, 0);
+  EXPECT_EQ(
+      thrown_status([&] { memory_map::import_pci(frame_blob(blob_kind::pci_memory, payload)); }),
+      status::invalid_value);
+}
+
+TEST(memory_map, malformed_pci_blob_is_refused) {
+  auto exporter = memory_map::allocate(4096, access::local_read_write | access::pci_read_write);
+  auto blob = exporter->export_pci();
+  const auto payload = payload_of(blob, blob_kind::pci_memory);
+  for (size_t n = 0; n < blob.size(); ++n) {
+    std::vector<uint8_t> cut(blob.begin(), blob.begin() + static_cast<std::ptrdiff_t>(n));
+    EXPECT_EQ(thrown_status([&] { memory_map::import_pci(cut); }), status::invalid_value) << n;
+  }
+  auto longer = payload;
+  longer.push_back(0);
+  EXPECT_EQ(
+      thrown_status([&] { memory_map::import_pci(frame_blob(blob_kind::pci_memory, longer)); }),
+      status::invalid_value);
+  blob[blob_header_size + pci_access_offset] ^= 1;  // checksum no longer matches
+  EXPECT_EQ(thrown_status([&] { memory_map::import_pci(blob); }), status::invalid_value);
+}
+
+TEST(memory_map, pci_import_from_another_process_shares_its_pages) {
+  int to_parent[2], to_child[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  ASSERT_EQ(pipe(to_child), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(to_parent[0]);
+    close(to_child[1]);
+    int code = 1;
+    try {
+      auto map = memory_map::allocate(map_size, access::local_read_write | access::pci_read_write);
+      std::memset(map->data(), 0xA5, map_size);
+      uint8_t go = 0;
+      if (send_blob(to_parent[1], map->export_pci()) && read_exactly(to_child[0], &go, 1))
+        code = map->data()[0] == 0x5A && map->data()[map_size - 1] == 0xA5 ? 0 : 2;
+    } catch (...) {
+      code = 3;
+    }
+    _exit(code);
+  }
+  close(to_parent[1]);
+  close(to_child[0]);
+  auto blob = receive_blob(to_parent[0]);
+  ASSERT_TRUE(blob.has_value());
+  {
+    auto importer = memory_map::import_pci(*blob);
+    EXPECT_EQ(importer->data()[0], 0xA5);
+    EXPECT_EQ(importer->data()[map_size - 1], 0xA5);
+    importer->data()[0] = 0x5A;
+  }
+  const uint8_t go = 1;
+  EXPECT_TRUE(write_all(to_child[1], &go, 1));
+  auto st = reap(child);
+  close(to_parent[0]);
+  close(to_child[1]);
+  ASSERT_TRUE(st.has_value()) << "child did not end";
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0)
+      << "child saw the parent's write: exit " << WEXITSTATUS(*st);
+}
+
+TEST(memory_map, pci_blob_of_an_exited_process_is_not_found) {
+  int to_parent[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(to_parent[0]);
+    int code = 1;
+    try {
+      auto map = memory_map::allocate(4096, access::local_read_write | access::pci_read_write);
+      code = send_blob(to_parent[1], map->export_pci()) ? 0 : 2;
+    } catch (...) {
+      code = 3;
+    }
+    _exit(code);
+  }
+  close(to_parent[1]);
+  auto blob = receive_blob(to_parent[0]);
+  close(to_parent[0]);
+  auto st = reap(child);
+  ASSERT_TRUE(st.has_value());
+  ASSERT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  ASSERT_TRUE(blob.has_value());
+  EXPECT_EQ(thrown_status([&] { memory_map::import_pci(*blob); }), status::not_found);
+}
+
+TEST(memory_map, read_only_pci_export_cannot_be_upgraded_by_editing_the_blob) {
+  auto map = memory_map::allocate(4096, access::local_read_write | access::pci_read_only);
+  auto blob = map->export_pci();
+  std::span<const uint8_t> payload;
+  ASSERT_EQ(parse_blob(blob, blob_kind::pci_memory, payload), status::success);
+  // The last u32 of the payload is the access flags: claim read-write.
+  std::vector<uint8_t> forged(payload.begin(), payload.end());
+  store_be32(forged.data() + forged.size() - 4,
+             static_cast<uint32_t>(access::local_read_write | access::pci_read_write));
+  try {
+    memory_map::import_pci(frame_blob(blob_kind::pci_memory, forged));
+    FAIL() << "a read-only export was mapped writable";
+  } catch (const status_error& e) {
+    EXPECT_EQ(e.code(), status::not_permitted);
+  }
+  // The honest blob still imports, read-only, and the exporter can still write its own mapping.
+  auto imported = memory_map::import_pci(blob);
+  map->data()[0] = 42;
+  EXPECT_EQ(imported->data()[0], 42);
+}
+
+}  // namespace
+}  // namespace zc::core
