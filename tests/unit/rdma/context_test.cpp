@@ -30,10 +30,8 @@ TEST_P(rdma_pair, sends_arrive_in_order_with_their_bytes) {
   const std::vector<size_t> sizes = {64, 1, 4096, 65536, 64, 300, 65536, 8};
   b.thread.call([&] {
     for (size_t i = 0; i < sizes.size(); ++i) {
-      receive_task* t = nullptr;
-      ASSERT_EQ(b.ctx->allocate(core::make_user_data(i), t), status::success);
-      t->set_dst(*b.local_buffer(i * 65536, 65536, false));
-      ASSERT_EQ(b.ctx->submit(*t), status::success);
+      b.submit<receive_task>(
+          i, [&](receive_task& t) { t.set_dst(*b.local_buffer(i * 65536, 65536, false)); });
     }
   });
   a.thread.call([&] {
@@ -41,10 +39,8 @@ TEST_P(rdma_pair, sends_arrive_in_order_with_their_bytes) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       auto bytes = pattern(sizes[i], static_cast<uint8_t>(i));
       std::memcpy(a.region() + offset, bytes.data(), bytes.size());
-      send_task* t = nullptr;
-      ASSERT_EQ(a.ctx->allocate(core::make_user_data(i), t), status::success);
-      t->set_src(*a.local_buffer(offset, sizes[i], true));
-      ASSERT_EQ(a.ctx->submit(*t), status::success);
+      a.submit<send_task>(
+          i, [&](send_task& t) { t.set_src(*a.local_buffer(offset, sizes[i], true)); });
       offset += sizes[i];
     }
   });
@@ -66,17 +62,13 @@ TEST_P(rdma_pair, sends_arrive_in_order_with_their_bytes) {
 TEST_P(rdma_pair, send_with_immediate_delivers_the_value) {
   connect();
   b.thread.call([&] {
-    receive_task* t = nullptr;
-    ASSERT_EQ(b.ctx->allocate(core::make_user_data(0), t), status::success);
-    t->set_dst(*b.local_buffer(0, 128, false));
-    ASSERT_EQ(b.ctx->submit(*t), status::success);
+    b.submit<receive_task>(0, [&](receive_task& t) { t.set_dst(*b.local_buffer(0, 128, false)); });
   });
   a.thread.call([&] {
-    send_imm_task* t = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), t), status::success);
-    t->set_src(*a.local_buffer(0, 16, true));
-    t->set_immediate_data(0xC0FFEE);
-    ASSERT_EQ(a.ctx->submit(*t), status::success);
+    a.submit<send_imm_task>(0, [&](send_imm_task& t) {
+      t.set_src(*a.local_buffer(0, 16, true));
+      t.set_immediate_data(0xC0FFEE);
+    });
   });
   ASSERT_TRUE(b.wait_for("receive", 1));
   ASSERT_TRUE(a.wait_for("send_imm", 1));
@@ -91,10 +83,7 @@ TEST_P(rdma_pair, send_with_immediate_delivers_the_value) {
 TEST_P(rdma_pair, send_without_posted_receive_fails_with_empty) {
   connect();
   a.thread.call([&] {
-    send_task* t = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), t), status::success);
-    t->set_src(*a.local_buffer(0, 64, true));
-    ASSERT_EQ(a.ctx->submit(*t), status::success);
+    a.submit<send_task>(0, [&](send_task& t) { t.set_src(*a.local_buffer(0, 64, true)); });
   });
   ASSERT_TRUE(a.wait_for("send", 1));
   EXPECT_EQ(a.completions("send")[0].result, status::empty);
@@ -103,17 +92,11 @@ TEST_P(rdma_pair, send_without_posted_receive_fails_with_empty) {
 TEST_P(rdma_pair, message_longer_than_posted_buffer_fails_both_sides) {
   connect();
   b.thread.call([&] {
-    receive_task* t = nullptr;
-    ASSERT_EQ(b.ctx->allocate(core::make_user_data(0), t), status::success);
-    t->set_dst(*b.local_buffer(0, 32, false));
-    ASSERT_EQ(b.ctx->submit(*t), status::success);
+    b.submit<receive_task>(0, [&](receive_task& t) { t.set_dst(*b.local_buffer(0, 32, false)); });
   });
   const auto before = std::vector<uint8_t>(b.region(), b.region() + 32);
   a.thread.call([&] {
-    send_task* t = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), t), status::success);
-    t->set_src(*a.local_buffer(4096, 64, true));
-    ASSERT_EQ(a.ctx->submit(*t), status::success);
+    a.submit<send_task>(0, [&](send_task& t) { t.set_src(*a.local_buffer(4096, 64, true)); });
   });
   ASSERT_TRUE(a.wait_for("send", 1));
   ASSERT_TRUE(b.wait_for("receive", 1));
@@ -149,10 +132,9 @@ TEST_P(rdma_pair, write_places_bytes_before_completing) {
     auto bytes = pattern(size, static_cast<uint8_t>(size));
     a.thread.call([&] {
       std::memcpy(a.region(), bytes.data(), size);
-      write_task* t = nullptr;
-      ASSERT_EQ(a.ctx->allocate(core::make_user_data(size), t), status::success);
-      t->set(*a.local_buffer(0, size, true), *a.remote_buffer(*a.remote, 8192, size));
-      ASSERT_EQ(a.ctx->submit(*t), status::success);
+      a.submit<write_task>(size, [&](write_task& t) {
+        t.set(*a.local_buffer(0, size, true), *a.remote_buffer(*a.remote, 8192, size));
+      });
     });
     ASSERT_TRUE(a.wait_for("write", size == 4096 ? 1 : 2));
     ASSERT_EQ(a.completions("write").back().result, status::success);
@@ -166,19 +148,16 @@ TEST_P(rdma_pair, write_places_bytes_before_completing) {
 TEST_P(rdma_pair, write_with_immediate_completes_peer_receive_after_the_data) {
   connect();
   b.thread.call([&] {
-    receive_task* t = nullptr;
-    ASSERT_EQ(b.ctx->allocate(core::make_user_data(0), t), status::success);
-    t->set_dst(*b.local_buffer(200000, 64, false));
-    ASSERT_EQ(b.ctx->submit(*t), status::success);
+    b.submit<receive_task>(0,
+                           [&](receive_task& t) { t.set_dst(*b.local_buffer(200000, 64, false)); });
   });
   auto bytes = pattern(65536, 3);
   a.thread.call([&] {
     std::memcpy(a.region(), bytes.data(), bytes.size());
-    write_imm_task* t = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), t), status::success);
-    t->set(*a.local_buffer(0, bytes.size(), true), *a.remote_buffer(*a.remote, 0, bytes.size()));
-    t->set_immediate_data(77);
-    ASSERT_EQ(a.ctx->submit(*t), status::success);
+    a.submit<write_imm_task>(0, [&](write_imm_task& t) {
+      t.set(*a.local_buffer(0, bytes.size(), true), *a.remote_buffer(*a.remote, 0, bytes.size()));
+      t.set_immediate_data(77);
+    });
   });
   ASSERT_TRUE(b.wait_for("receive", 1));
   bool data_in_place =
@@ -196,10 +175,9 @@ TEST_P(rdma_pair, write_with_immediate_without_posted_receive_writes_nothing) {
   const auto before = std::vector<uint8_t>(b.region(), b.region() + 4096);
   a.thread.call([&] {
     std::memset(a.region(), 0x5A, 4096);
-    write_imm_task* t = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), t), status::success);
-    t->set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*a.remote, 0, 4096));
-    ASSERT_EQ(a.ctx->submit(*t), status::success);
+    a.submit<write_imm_task>(0, [&](write_imm_task& t) {
+      t.set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*a.remote, 0, 4096));
+    });
   });
   ASSERT_TRUE(a.wait_for("write_imm", 1));
   EXPECT_EQ(a.completions("write_imm")[0].result, status::empty);
@@ -210,21 +188,18 @@ TEST_P(rdma_pair, atomics_compare_swap_and_fetch_add) {
   connect();
   b.thread.call([&] { std::memcpy(b.region() + 64, "\x05\0\0\0\0\0\0\0", 8); });
   a.thread.call([&] {
-    atomic_cmp_swp_task* hit = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(1), hit), status::success);
-    hit->set(*a.remote_buffer(*a.remote, 64, 8), *a.local_buffer(0, 8, false), 5, 9);
-    ASSERT_EQ(a.ctx->submit(*hit), status::success);
+    a.submit<atomic_cmp_swp_task>(1, [&](atomic_cmp_swp_task& hit) {
+      hit.set(*a.remote_buffer(*a.remote, 64, 8), *a.local_buffer(0, 8, false), 5, 9);
+    });
   });
   ASSERT_TRUE(a.wait_for("cmp_swp", 1));
   a.thread.call([&] {
-    atomic_cmp_swp_task* miss = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(2), miss), status::success);
-    miss->set(*a.remote_buffer(*a.remote, 64, 8), *a.local_buffer(8, 8, false), 5, 100);
-    ASSERT_EQ(a.ctx->submit(*miss), status::success);
-    atomic_fetch_add_task* add = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(3), add), status::success);
-    add->set(*a.remote_buffer(*a.remote, 64, 8), *a.local_buffer(16, 8, false), 10);
-    ASSERT_EQ(a.ctx->submit(*add), status::success);
+    a.submit<atomic_cmp_swp_task>(2, [&](atomic_cmp_swp_task& miss) {
+      miss.set(*a.remote_buffer(*a.remote, 64, 8), *a.local_buffer(8, 8, false), 5, 100);
+    });
+    a.submit<atomic_fetch_add_task>(3, [&](atomic_fetch_add_task& add) {
+      add.set(*a.remote_buffer(*a.remote, 64, 8), *a.local_buffer(16, 8, false), 10);
+    });
   });
   ASSERT_TRUE(a.wait_for("cmp_swp", 2));
   ASSERT_TRUE(a.wait_for("fetch_add", 1));
@@ -242,10 +217,9 @@ TEST_P(rdma_pair, atomics_compare_swap_and_fetch_add) {
 TEST_P(rdma_pair, misaligned_atomic_is_refused) {
   connect();
   a.thread.call([&] {
-    atomic_fetch_add_task* add = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), add), status::success);
-    add->set(*a.remote_buffer(*a.remote, 3, 8), *a.local_buffer(0, 8, false), 1);
-    ASSERT_EQ(a.ctx->submit(*add), status::success);
+    a.submit<atomic_fetch_add_task>(0, [&](atomic_fetch_add_task& add) {
+      add.set(*a.remote_buffer(*a.remote, 3, 8), *a.local_buffer(0, 8, false), 1);
+    });
   });
   ASSERT_TRUE(a.wait_for("fetch_add", 1));
   EXPECT_EQ(a.completions("fetch_add")[0].result, status::invalid_value);
@@ -260,10 +234,8 @@ TEST_P(rdma_pair, remote_sync_event_get_set_add) {
   std::unique_ptr<core::memory_map> event;
   a.thread.call([&] {
     event = core::memory_map::import_rdma(blob);
-    sync_event_get_task* get = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), get), status::success);
-    get->set(*event, *a.local_buffer(0, 8, false));
-    ASSERT_EQ(a.ctx->submit(*get), status::success);
+    a.submit<sync_event_get_task>(
+        0, [&](sync_event_get_task& get) { get.set(*event, *a.local_buffer(0, 8, false)); });
   });
   ASSERT_TRUE(a.wait_for("event_get", 1));
   uint64_t got = 0;
@@ -272,18 +244,14 @@ TEST_P(rdma_pair, remote_sync_event_get_set_add) {
   a.thread.call([&] {
     uint64_t v = 100;
     std::memcpy(a.region() + 8, &v, 8);
-    sync_event_set_task* set = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), set), status::success);
-    set->set(*event, *a.local_buffer(8, 8, true));
-    ASSERT_EQ(a.ctx->submit(*set), status::success);
+    a.submit<sync_event_set_task>(
+        0, [&](sync_event_set_task& set) { set.set(*event, *a.local_buffer(8, 8, true)); });
   });
   ASSERT_TRUE(a.wait_for("event_set", 1));
   EXPECT_EQ(b.thread.call([&] { return b.event->value(); }), 100u);
   a.thread.call([&] {
-    sync_event_add_task* add = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), add), status::success);
-    add->set(*event, *a.local_buffer(16, 8, false), 5);
-    ASSERT_EQ(a.ctx->submit(*add), status::success);
+    a.submit<sync_event_add_task>(
+        0, [&](sync_event_add_task& add) { add.set(*event, *a.local_buffer(16, 8, false), 5); });
   });
   ASSERT_TRUE(a.wait_for("event_add", 1));
   std::memcpy(&got, a.region() + 16, 8);
@@ -307,15 +275,13 @@ TEST_P(rdma_pair, write_outside_map_is_refused_and_touches_nothing) {
     forged = core::memory_map::import_rdma(forged_blob);
     std::memset(a.region(), 0x11, 8192);
     for (size_t offset : {region_size - 100, region_size, region_size + guard_size - 4096}) {
-      write_task* t = nullptr;
-      ASSERT_EQ(a.ctx->allocate(core::make_user_data(offset), t), status::success);
-      t->set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*forged, offset, 4096));
-      ASSERT_EQ(a.ctx->submit(*t), status::success);
+      a.submit<write_task>(offset, [&](write_task& t) {
+        t.set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*forged, offset, 4096));
+      });
     }
-    read_task* r = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), r), status::success);
-    r->set(*a.remote_buffer(*forged, region_size - 32, 64), *a.local_buffer(4096, 64, false));
-    ASSERT_EQ(a.ctx->submit(*r), status::success);
+    a.submit<read_task>(0, [&](read_task& r) {
+      r.set(*a.remote_buffer(*forged, region_size - 32, 64), *a.local_buffer(4096, 64, false));
+    });
   });
   ASSERT_TRUE(a.wait_for("write", 3));
   ASSERT_TRUE(a.wait_for("read", 1));
@@ -338,14 +304,12 @@ TEST_P(rdma_pair, access_without_permission_is_refused) {
   a.thread.call([&] {
     auto honest = core::memory_map::import_rdma(ro_blob);
     forged = core::memory_map::import_rdma(forged_export(*honest, 0, region_size, core::rdma_all));
-    write_task* w = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), w), status::success);
-    w->set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*forged, 0, 4096));
-    ASSERT_EQ(a.ctx->submit(*w), status::success);
-    atomic_fetch_add_task* f = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), f), status::success);
-    f->set(*a.remote_buffer(*forged, 0, 8), *a.local_buffer(0, 8, false), 1);
-    ASSERT_EQ(a.ctx->submit(*f), status::success);
+    a.submit<write_task>(0, [&](write_task& w) {
+      w.set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*forged, 0, 4096));
+    });
+    a.submit<atomic_fetch_add_task>(0, [&](atomic_fetch_add_task& f) {
+      f.set(*a.remote_buffer(*forged, 0, 8), *a.local_buffer(0, 8, false), 1);
+    });
     // The honest import says read-only: refused before anything is sent.
     write_task* w2 = nullptr;
     ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), w2), status::success);
@@ -365,14 +329,12 @@ TEST_P(rdma_pair, context_permissions_limit_the_peer) {
   connect(core::rdma_all, core::access::rdma_read);  // b lets its peer read only
   auto before = b.backing;
   a.thread.call([&] {
-    write_task* w = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), w), status::success);
-    w->set(*a.local_buffer(0, 64, true), *a.remote_buffer(*a.remote, 0, 64));
-    ASSERT_EQ(a.ctx->submit(*w), status::success);
-    read_task* r = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), r), status::success);
-    r->set(*a.remote_buffer(*a.remote, 0, 64), *a.local_buffer(4096, 64, false));
-    ASSERT_EQ(a.ctx->submit(*r), status::success);
+    a.submit<write_task>(0, [&](write_task& w) {
+      w.set(*a.local_buffer(0, 64, true), *a.remote_buffer(*a.remote, 0, 64));
+    });
+    a.submit<read_task>(0, [&](read_task& r) {
+      r.set(*a.remote_buffer(*a.remote, 0, 64), *a.local_buffer(4096, 64, false));
+    });
   });
   ASSERT_TRUE(a.wait_for("write", 1));
   ASSERT_TRUE(a.wait_for("read", 1));
@@ -386,10 +348,9 @@ TEST_P(rdma_pair, access_after_withdrawal_is_refused) {
   b.thread.call([&] { b.local->withdraw_rdma_export(); });
   auto before = b.backing;
   a.thread.call([&] {
-    write_task* w = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), w), status::success);
-    w->set(*a.local_buffer(0, 64, true), *a.remote_buffer(*a.remote, 0, 64));
-    ASSERT_EQ(a.ctx->submit(*w), status::success);
+    a.submit<write_task>(0, [&](write_task& w) {
+      w.set(*a.local_buffer(0, 64, true), *a.remote_buffer(*a.remote, 0, 64));
+    });
   });
   ASSERT_TRUE(a.wait_for("write", 1));
   EXPECT_EQ(a.completions("write")[0].result, status::not_found);
@@ -412,10 +373,9 @@ TEST_P(rdma_pair, slow_peer_times_tasks_out) {
   });
   stalled.get_future().wait();
   a.thread.call([&] {
-    read_task* r = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), r), status::success);
-    r->set(*a.remote_buffer(*a.remote, 0, 64), *a.local_buffer(0, 64, false));
-    ASSERT_EQ(a.ctx->submit(*r), status::success);
+    a.submit<read_task>(0, [&](read_task& r) {
+      r.set(*a.remote_buffer(*a.remote, 0, 64), *a.local_buffer(0, 64, false));
+    });
   });
   EXPECT_TRUE(a.wait_for("read", 1, 8s));
   stall.join();
@@ -426,10 +386,8 @@ TEST_P(rdma_pair, stop_fails_in_flight_tasks_and_reaches_idle) {
   connect();
   b.thread.call([&] {
     for (int i = 0; i < 4; ++i) {
-      receive_task* t = nullptr;
-      ASSERT_EQ(b.ctx->allocate(core::make_user_data(i), t), status::success);
-      t->set_dst(*b.local_buffer(i * 64, 64, false));
-      ASSERT_EQ(b.ctx->submit(*t), status::success);
+      b.submit<receive_task>(
+          i, [&](receive_task& t) { t.set_dst(*b.local_buffer(i * 64, 64, false)); });
     }
     EXPECT_EQ(b.ctx->stop(), status::success);
   });
@@ -441,10 +399,7 @@ TEST_P(rdma_pair, stop_fails_in_flight_tasks_and_reaches_idle) {
 TEST_P(rdma_pair, peer_destroyed_takes_context_out_of_running) {
   connect();
   a.thread.call([&] {
-    receive_task* t = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), t), status::success);
-    t->set_dst(*a.local_buffer(0, 64, false));
-    ASSERT_EQ(a.ctx->submit(*t), status::success);
+    a.submit<receive_task>(0, [&](receive_task& t) { t.set_dst(*a.local_buffer(0, 64, false)); });
   });
   b.destroy();
   // Over tcp the reset is seen at once, over shared memory at the next keepalive (~1 s).

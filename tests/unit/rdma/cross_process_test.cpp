@@ -69,17 +69,13 @@ TEST_P(cross_process, echo_round_trips_in_order) {
   connect();
   a.thread.call([&] {
     for (int i = 0; i < 4; ++i) {
-      receive_task* r = nullptr;
-      ASSERT_EQ(a.ctx->allocate(core::make_user_data(i), r), status::success);
-      r->set_dst(*a.local_buffer(65536 * (1 + i), 65536, false));
-      ASSERT_EQ(a.ctx->submit(*r), status::success);
+      a.submit<receive_task>(
+          i, [&](receive_task& r) { r.set_dst(*a.local_buffer(65536 * (1 + i), 65536, false)); });
     }
     for (int i = 0; i < 4; ++i) {
       std::memset(a.region() + i * 1024, 'a' + i, 1000 + i);
-      send_task* s = nullptr;
-      ASSERT_EQ(a.ctx->allocate(core::make_user_data(i), s), status::success);
-      s->set_src(*a.local_buffer(i * 1024, 1000 + i, true));
-      ASSERT_EQ(a.ctx->submit(*s), status::success);
+      a.submit<send_task>(
+          i, [&](send_task& s) { s.set_src(*a.local_buffer(i * 1024, 1000 + i, true)); });
     }
   });
   ASSERT_TRUE(a.wait_for("receive", 4)) << peer_->output();
@@ -97,18 +93,16 @@ TEST_P(cross_process, write_then_read_back_64k) {
   connect();
   a.thread.call([&] {
     for (size_t i = 0; i < 65536; ++i) a.region()[i] = static_cast<uint8_t>(i * 13);
-    write_task* w = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), w), status::success);
-    w->set(*a.local_buffer(0, 65536, true), *a.remote_buffer(*a.remote, 4096, 65536));
-    ASSERT_EQ(a.ctx->submit(*w), status::success);
+    a.submit<write_task>(0, [&](write_task& w) {
+      w.set(*a.local_buffer(0, 65536, true), *a.remote_buffer(*a.remote, 4096, 65536));
+    });
   });
   ASSERT_TRUE(a.wait_for("write", 1));
   ASSERT_EQ(a.completions("write")[0].result, status::success);
   a.thread.call([&] {
-    read_task* r = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), r), status::success);
-    r->set(*a.remote_buffer(*a.remote, 4096, 65536), *a.local_buffer(262144, 65536, false));
-    ASSERT_EQ(a.ctx->submit(*r), status::success);
+    a.submit<read_task>(0, [&](read_task& r) {
+      r.set(*a.remote_buffer(*a.remote, 4096, 65536), *a.local_buffer(262144, 65536, false));
+    });
   });
   ASSERT_TRUE(a.wait_for("read", 1));
   ASSERT_EQ(a.completions("read")[0].result, status::success);
@@ -121,10 +115,9 @@ TEST_P(cross_process, peer_refuses_access_outside_its_export) {
   a.thread.call([&] {
     forged = core::memory_map::import_rdma(
         forged_export(*a.remote, 0, region_size + 2 * guard_size, core::rdma_all));
-    write_task* w = nullptr;
-    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), w), status::success);
-    w->set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*forged, region_size, 4096));
-    ASSERT_EQ(a.ctx->submit(*w), status::success);
+    a.submit<write_task>(0, [&](write_task& w) {
+      w.set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*forged, region_size, 4096));
+    });
   });
   ASSERT_TRUE(a.wait_for("write", 1));
   EXPECT_EQ(a.completions("write")[0].result, status::invalid_value);
@@ -139,10 +132,9 @@ TEST_P(cross_process, killed_peer_fails_in_flight_tasks_before_their_deadline) {
   peer_->signal(SIGSTOP);  // requests now pile up unanswered
   a.thread.call([&] {
     for (int i = 0; i < 4; ++i) {
-      read_task* r = nullptr;
-      ASSERT_EQ(a.ctx->allocate(core::make_user_data(i), r), status::success);
-      r->set(*a.remote_buffer(*a.remote, 0, 4096), *a.local_buffer(i * 4096, 4096, false));
-      ASSERT_EQ(a.ctx->submit(*r), status::success);
+      a.submit<read_task>(i, [&](read_task& r) {
+        r.set(*a.remote_buffer(*a.remote, 0, 4096), *a.local_buffer(i * 4096, 4096, false));
+      });
     }
   });
   peer_->signal(SIGKILL);

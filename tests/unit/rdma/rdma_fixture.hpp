@@ -12,10 +12,10 @@
 #include "core/blob.hpp"
 #include "core/buffer.hpp"
 #include "core/bytes.hpp"
+#include "core/engine_thread.hpp"
 #include "core/memory_map.hpp"
 #include "core/sync_event.hpp"
 #include "rdma/context.hpp"
-#include "core/engine_thread.hpp"
 
 namespace zc::rdma::testing {
 
@@ -115,6 +115,16 @@ struct side {
       local.reset();
       event.reset();
     });
+  }
+
+  // On the engine thread: takes a T from its pool, lets `fill` set it up, submits it, and expects
+  // the submit to succeed.
+  template <typename T, typename Fill>
+  void submit(uint64_t user_data, Fill fill) {
+    T* t = nullptr;
+    ASSERT_EQ(ctx->allocate(core::make_user_data(user_data), t), status::success);
+    fill(*t);
+    ASSERT_EQ(ctx->submit(*t), status::success);
   }
 
   // A buffer over [offset, offset+length) of the local region, data section empty or full.
