@@ -47,6 +47,10 @@ int target_service::run(storage::control_channel& channel) {
     serve(channel);
   }
   teardown();
+  // No session got as far as its workers (Ctrl-C while idle): one empty block per core, so the
+  // output always has the reference's per-core blocks.
+  if (stats_.empty())
+    for (uint32_t cpu : config_.cpus) stats_.push_back(worker_stats{cpu, 0, 0, 0, 0});
   uint64_t errors = 0;
   std::vector<storage::core_stats> blocks;
   for (const auto& w : stats_) {

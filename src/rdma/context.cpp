@@ -850,6 +850,9 @@ size_t context::poll() {
     close_endpoint(false);
     if (state() == core::context_state::running || state() == core::context_state::starting)
       set_state(core::context_state::stopping);
+    // Nothing was in flight: no completion will come to finish the stop, so finish it here.
+    if (state() == core::context_state::stopping && inflight() == 0)
+      set_state(core::context_state::idle);
     ++done;
   }
   if (watch_peer_ && ep_ != nullptr && peer_error_ == 0) {
