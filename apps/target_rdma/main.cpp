@@ -13,6 +13,7 @@
 int main(int argc, char** argv) {
   using namespace zc;
   std::printf("%s: v%s\n", target::program_name, ZC_VERSION_STRING);
+  std::fflush(stdout);
   target::target_config config;
   if (auto code = target::parse_config(argc, argv, config)) return *code;
   try {
@@ -31,8 +32,8 @@ int main(int argc, char** argv) {
     auto storage = core::memory_map::allocate(capacity, core::access::local_read_write);
     if (!content.content.empty()) std::memcpy(storage->data(), content.content.data(), capacity);
     content = {};
-    ZC_LOG_INFO("storage: {} blocks of {} bytes ({} bytes)", config.block_count,
-                config.block_size, capacity);
+    ZC_LOG_INFO("storage: {} blocks of {} bytes ({} bytes)", config.block_count, config.block_size,
+                capacity);
 
     storage::tcp_server_channel channel(config.listen_port);
     ZC_LOG_INFO("listening on port {}", config.listen_port);

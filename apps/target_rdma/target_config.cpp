@@ -19,8 +19,8 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
       ->capture_default_str();
   app.add_option("--cpu", out.cpus, "Core for one worker thread (repeat for more workers)")
       ->required()
-      ->check(CLI::Range(0u, std::max(1u, std::thread::hardware_concurrency()) - 1,
-                         "an existing cpu"));
+      ->check(
+          CLI::Range(0u, std::max(1u, std::thread::hardware_concurrency()) - 1, "an existing cpu"));
   app.add_option("--listen-port", port, "TCP port for the control connection")
       ->required()
       ->check(CLI::Range(1, 65535));

@@ -20,7 +20,7 @@ constexpr auto poll_slice = 1s;  // how often a waiting target looks at Ctrl-C
 
 message_type expected_request(int stage) {
   constexpr message_type order[] = {
-      message_type::query_storage_request,         message_type::init_storage_request,
+      message_type::query_storage_request,          message_type::init_storage_request,
       message_type::create_rdma_connection_request, message_type::start_storage_request,
       message_type::stop_storage_request,           message_type::shutdown_request,
   };
@@ -36,7 +36,9 @@ target_service::target_service(const target_config& config, core::memory_map& st
       storage_(storage),
       block_size_(block_size) {}
 
-target_service::~target_service() { teardown(); }
+target_service::~target_service() {
+  teardown();
+}
 
 int target_service::run(storage::control_channel& channel) {
   while (!exit_ && !core::stop_requested()) {
@@ -115,12 +117,18 @@ message target_service::handle(const message& request) {
   }
   try {
     switch (stage_) {
-      case stage::query: return on_query(request);
-      case stage::init: return on_init(request);
-      case stage::connect: return on_create_connection(request);
-      case stage::start: return on_start(request);
-      case stage::running: return on_stop(request);
-      default: break;
+      case stage::query:
+        return on_query(request);
+      case stage::init:
+        return on_init(request);
+      case stage::connect:
+        return on_create_connection(request);
+      case stage::start:
+        return on_start(request);
+      case stage::running:
+        return on_stop(request);
+      default:
+        break;
     }
     throw status_error(status::bad_state, "no request is expected now");
   } catch (const status_error& e) {
@@ -131,9 +139,9 @@ message target_service::handle(const message& request) {
 
 message target_service::on_query(const message& request) {
   stage_ = stage::init;
-  return storage::make_response(request, message_type::query_storage_response,
-                                storage::query_storage_response_payload{storage_.size(),
-                                                                        block_size_});
+  return storage::make_response(
+      request, message_type::query_storage_response,
+      storage::query_storage_response_payload{storage_.size(), block_size_});
 }
 
 message target_service::on_init(const message& request) {
@@ -149,9 +157,8 @@ message target_service::on_init(const message& request) {
   remote_ = core::memory_map::import_rdma(init.mmap_export);
   try {
     for (uint32_t i = 0; i < init.core_count; ++i)
-      workers_.push_back(std::make_unique<target_worker>(config_.cpus[i], config_.poll_mode,
-                                                         device_, storage_, *remote_,
-                                                         init.transaction_count));
+      workers_.push_back(std::make_unique<target_worker>(
+          config_.cpus[i], config_.poll_mode, device_, storage_, *remote_, init.transaction_count));
   } catch (const status_error& e) {
     teardown();
     throw status_error(e.code(), std::string("Failed to create worker objects: ") + e.what());
@@ -180,8 +187,9 @@ message target_service::on_create_connection(const message& request) {
 message target_service::on_start(const message& request) {
   for (auto& w : workers_)
     if (!w->ready())
-      throw status_error(status::bad_state, "Failed to query connections state: not all "
-                                            "RDMA connections are running");
+      throw status_error(status::bad_state,
+                         "Failed to query connections state: not all "
+                         "RDMA connections are running");
   for (auto& w : workers_) w->start_data_path();
   stage_ = stage::running;
   ZC_LOG_INFO("data path started on {} workers", workers_.size());

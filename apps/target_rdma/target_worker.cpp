@@ -36,8 +36,8 @@ target_worker::target_worker(uint32_t cpu, core::poll_mode mode, const core::dev
       thread_(mode, cpu) {
   thread_.call([&] {
     messages_.assign(size_t(transactions) * io_message_size, 0);
-    messages_map_ = core::memory_map::wrap(messages_.data(), messages_.size(),
-                                           core::access::local_read_write);
+    messages_map_ =
+        core::memory_map::wrap(messages_.data(), messages_.size(), core::access::local_read_write);
     // One message buffer per slot, plus a storage and a requester buffer per transfer.
     inventory_ = std::make_unique<core::buffer_inventory>(transactions * 3);
     control_ = std::make_unique<rdma::context>(thread_.engine(), device);
@@ -68,9 +68,10 @@ target_worker::target_worker(uint32_t cpu, core::poll_mode mode, const core::dev
     for (uint32_t i = 0; i < transactions; ++i) {
       slot& s = slots_[i];
       s.index = i;
-      throw_if_failed(inventory_->get_by_addr(*messages_map_, messages_.data() + i * io_message_size,
-                                              io_message_size, s.message),
-                      "message buffer");
+      throw_if_failed(
+          inventory_->get_by_addr(*messages_map_, messages_.data() + i * io_message_size,
+                                  io_message_size, s.message),
+          "message buffer");
       auto ud = core::make_user_data(i);
       throw_if_failed(control_->allocate(ud, s.receive), "receive task");
       throw_if_failed(control_->allocate(ud, s.send), "send task");
@@ -157,10 +158,10 @@ void target_worker::on_request(slot& s) {
   const uint64_t storage_offset = msg.storage_offset();
   const uint64_t requester_offset = msg.requester_offset();
   const auto type = msg.type();
-  const bool in_storage = size != 0 && storage_offset <= storage_.size() &&
-                          size <= storage_.size() - storage_offset;
-  const bool in_requester = size != 0 && requester_offset <= remote_.size() &&
-                            size <= remote_.size() - requester_offset;
+  const bool in_storage =
+      size != 0 && storage_offset <= storage_.size() && size <= storage_.size() - storage_offset;
+  const bool in_requester =
+      size != 0 && requester_offset <= remote_.size() && size <= remote_.size() - requester_offset;
   if ((type != io_message_type::read && type != io_message_type::write) || !in_storage ||
       !in_requester) {
     ZC_LOG_WARN("worker {}: IO refused: type {} size {} storage offset {} requester offset {}",
@@ -170,8 +171,7 @@ void target_worker::on_request(slot& s) {
     return;
   }
   status r = inventory_->get_by_data(storage_, storage_.data() + storage_offset, size, s.local);
-  if (ok(r))
-    r = inventory_->get_by_data(remote_, remote_.data() + requester_offset, size, s.peer);
+  if (ok(r)) r = inventory_->get_by_data(remote_, remote_.data() + requester_offset, size, s.peer);
   if (ok(r)) {
     if (type == io_message_type::read) {
       s.write->set(*s.local, *s.peer);  // storage -> requester

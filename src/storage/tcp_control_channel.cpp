@@ -318,8 +318,16 @@ bool tcp_server_channel::accept_pending() {
 
 receive_result tcp_server_channel::poll() {
   // The poll() that takes a new client returns no message (control_channel's contract).
-  if (accept_pending()) return {};
-  return tcp_control_channel::poll();
+  if (!is_connected()) {
+    accept_pending();
+    return {};
+  }
+  // The current client first: if it has just left, that is reported now and the client queued
+  // behind it is accepted by the next poll(), not turned away as a second client.
+  receive_result current = tcp_control_channel::poll();
+  if (current.failed() || current.msg) return current;
+  accept_pending();  // still connected: anyone new is rejected
+  return current;
 }
 
 // ---- tcp_client_channel --------------------------------------------------------------------

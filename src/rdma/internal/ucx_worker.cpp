@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "core/log.hpp"
 #include "core/status.hpp"
@@ -111,8 +112,18 @@ ucx_worker::ucx_worker(core::progress_engine& engine, const core::device& device
 
 ucx_worker::~ucx_worker() {
   engine_.detach(*this);
-  // Let replies in flight finish or fail before the worker goes.
-  for (int i = 0; i < 1000 && ucp_worker_progress(worker_) != 0; ++i) {
+  // Let replies in flight and wire-up messages to peers that have gone finish or fail before the
+  // worker goes: UCX 1.13 asserts when ucp_worker_destroy() purges a wire-up reply still pending
+  // on a failed TCP endpoint. Progress until it has been idle a while, within a bound.
+  auto give_up = core::steady_clock::now() + std::chrono::milliseconds(500);
+  int idle_passes = 0;
+  while (idle_passes < 20 && core::steady_clock::now() < give_up) {
+    if (ucp_worker_progress(worker_) != 0) {
+      idle_passes = 0;
+    } else {
+      ++idle_passes;
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
   }
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);

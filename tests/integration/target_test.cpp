@@ -1,0 +1,911 @@
+// zcstore_target_rdma as a child process, driven by this process playing the zero-copy service
+// (service_driver.hpp): the whole control sequence with 1 and 2 workers, reads and writes checked
+// byte for byte, refused IOs, stop/shutdown and the stats, bad command lines, and the robustness
+// cases of issue 4 (bad frames, out-of-sequence messages, a second client, clients that vanish
+// at every stage, Ctrl-C). Every wait is bounded; the target runs in event poll mode.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <thread>
+
+#include "core/bytes.hpp"
+#include "service_driver.hpp"
+#include "storage/sbc_file.hpp"
+#include "storage/stats.hpp"
+#include "support/subprocess.hpp"
+
+namespace zc::test {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using storage::io_message_type;
+using storage::message;
+using storage::message_type;
+using storage::rdma_role;
+
+constexpr auto start_timeout = 20s;
+constexpr auto exit_timeout = 15s;
+constexpr uint32_t read_op = static_cast<uint32_t>(io_message_type::read);
+constexpr uint32_t write_op = static_cast<uint32_t>(io_message_type::write);
+
+// ---- files
+
+class temp_dir {
+ public:
+  temp_dir() {
+    std::string templ = (fs::temp_directory_path() / "zc-target-XXXXXX").string();
+    if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = templ;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+std::vector<uint8_t> pattern(size_t length, uint32_t seed) {
+  std::vector<uint8_t> out(length);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : out) {
+    x = x * 1664525u + 1013904223u;
+    b = static_cast<uint8_t>(x >> 24);
+  }
+  return out;
+}
+
+void write_file(const fs::path& path, std::span<const uint8_t> bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+std::vector<uint8_t> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// ---- the target process
+
+struct target_options {
+  std::string device = "tcp";
+  int workers = 1;  // --cpu 0 [--cpu 1]
+  std::vector<std::string> extra;
+};
+
+class target {
+ public:
+  explicit target(target_options o) : port_(free_tcp_port()) {
+    std::vector<std::string> argv{
+        binary("zcstore_target_rdma"), "-d", o.device, "--poll-mode", "event", "--listen-port",
+        std::to_string(port_)};
+    for (int i = 0; i < o.workers; ++i) {
+      argv.push_back("--cpu");
+      argv.push_back(std::to_string(i));
+    }
+    argv.insert(argv.end(), o.extra.begin(), o.extra.end());
+    process_ = std::make_unique<subprocess>(argv);
+    listening_ = process_->wait_for_output("listening on port", start_timeout);
+  }
+
+  bool listening() const { return listening_; }
+  uint16_t port() const { return port_; }
+  subprocess& process() { return *process_; }
+  std::string output() const { return process_->output(); }
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout = exit_timeout) {
+    return process_->wait(timeout);
+  }
+  size_t fd_count() const {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e :
+         fs::directory_iterator(fs::path("/proc") / std::to_string(process_->pid()) / "fd"))
+      ++n;
+    return n;
+  }
+  // How often `text` occurs in the output so far.
+  size_t occurrences(const std::string& text) const {
+    const std::string out = output();
+    size_t n = 0;
+    for (size_t at = out.find(text); at != std::string::npos; at = out.find(text, at + 1)) ++n;
+    return n;
+  }
+  // Waits (bounded polling of the child's output) until `text` occurs at least `count` times.
+  bool wait_occurrences(const std::string& text, size_t count,
+                        std::chrono::milliseconds timeout = 10s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (occurrences(text) < count) {
+      if (std::chrono::steady_clock::now() >= deadline || !process_->running())
+        return occurrences(text) >= count;
+      std::this_thread::sleep_for(10ms);
+    }
+    return true;
+  }
+
+ private:
+  uint16_t port_;
+  std::unique_ptr<subprocess> process_;
+  bool listening_ = false;
+};
+
+// Every "| Core: c" block of the output with its "| Operation count: n", in order.
+std::vector<std::pair<uint32_t, uint64_t>> core_operations(const std::string& output) {
+  std::vector<std::pair<uint32_t, uint64_t>> out;
+  std::istringstream in(output);
+  std::string line;
+  int64_t core = -1;  // the block's core, once its "| Core:" line was seen
+  while (std::getline(in, line)) {
+    if (line.rfind("| Core: ", 0) == 0) core = std::stoll(line.substr(8));
+    if (line.rfind("| Operation count: ", 0) == 0 && core >= 0) {
+      out.emplace_back(static_cast<uint32_t>(core), std::stoull(line.substr(19)));
+      core = -1;
+    }
+  }
+  return out;
+}
+
+driver_options on(const std::string& device) {
+  driver_options o;
+  o.device = device;
+  return o;
+}
+
+// ---- IO helpers
+
+// The 64 bytes the driver sends for `r` (unused fields zero), as the target must echo them.
+std::array<uint8_t, 64> request_bytes(const io_request& r) {
+  std::array<uint8_t, 64> b{};
+  storage::io_message_view m(b.data());
+  m.set_type(static_cast<io_message_type>(r.type));
+  m.set_user_data(r.user_data);
+  m.set_io_size(r.io_size);
+  m.set_requester_offset(r.requester_offset);
+  m.set_storage_offset(r.storage_offset);
+  return b;
+}
+
+// Sends `requests` on worker `w`, waits for every response and checks each: type result, the
+// expected result, every other byte as sent. Responses may come in any order (matched by
+// user_data, which must be unique in the batch).
+void run_ios(driver_worker& w, const std::vector<io_request>& requests,
+             status expected = status::success) {
+  w.submit_all(requests);
+  ASSERT_TRUE(w.wait_responses(requests.size()))
+      << "only " << w.responses().size() << " of " << requests.size() << " responses; send errors "
+      << w.send_errors() << " (" << status_name(w.last_error()) << ")";
+  auto got = w.take_responses();
+  ASSERT_EQ(got.size(), requests.size());
+  for (const auto& r : requests) {
+    auto it = std::find_if(got.begin(), got.end(),
+                           [&](const io_response& x) { return x.user_data == r.user_data; });
+    ASSERT_NE(it, got.end()) << "no response for user_data " << r.user_data;
+    EXPECT_EQ(it->length, storage::io_message_size);
+    EXPECT_EQ(it->type, static_cast<uint32_t>(io_message_type::result));
+    EXPECT_EQ(it->result, expected)
+        << "user_data " << r.user_data << ": " << status_name(it->result);
+    auto want = request_bytes(r);
+    storage::io_message_view(want.data()).set_type(io_message_type::result);
+    storage::io_message_view(want.data()).set_result(expected);
+    EXPECT_EQ(it->bytes, want) << "user_data " << r.user_data << ": fields not echoed";
+  }
+}
+
+// Blocks of [first, first+count) of `storage` read into the region at `region_offset`, in IOs
+// of `io_size`, at most `depth` at a time; checked against `expected` (the target's content).
+void read_and_check(service_driver& d, driver_worker& w, uint64_t storage_offset, size_t length,
+                    uint64_t region_offset, std::span<const uint8_t> expected, uint32_t io_size,
+                    uint64_t& user_data, uint64_t& ios, size_t depth = 8) {
+  std::memset(d.region_data() + region_offset, 0xA5, length);
+  std::vector<io_request> batch;
+  for (size_t done = 0; done < length; done += io_size) {
+    const uint32_t n = static_cast<uint32_t>(std::min<size_t>(io_size, length - done));
+    batch.push_back({read_op, user_data++, n, region_offset + done, storage_offset + done});
+    if (batch.size() == depth || done + io_size >= length) {
+      run_ios(w, batch);
+      ios += batch.size();
+      batch.clear();
+    }
+  }
+  ASSERT_EQ(std::memcmp(d.region_data() + region_offset, expected.data() + storage_offset, length),
+            0)
+      << "read of " << length << " bytes at storage offset " << storage_offset
+      << " differs from the content";
+}
+
+void write_range(service_driver& d, driver_worker& w, uint64_t storage_offset,
+                 std::span<const uint8_t> bytes, uint64_t region_offset, uint32_t io_size,
+                 uint64_t& user_data, uint64_t& ios, size_t depth = 8) {
+  std::memcpy(d.region_data() + region_offset, bytes.data(), bytes.size());
+  std::vector<io_request> batch;
+  for (size_t done = 0; done < bytes.size(); done += io_size) {
+    const uint32_t n = static_cast<uint32_t>(std::min<size_t>(io_size, bytes.size() - done));
+    batch.push_back({write_op, user_data++, n, region_offset + done, storage_offset + done});
+    if (batch.size() == depth || done + io_size >= bytes.size()) {
+      run_ios(w, batch);
+      ios += batch.size();
+      batch.clear();
+    }
+  }
+}
+
+// ---- raw TCP clients for the robustness cases
+
+class raw_client {
+ public:
+  explicit raw_client(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    if (fd_ < 0) throw std::runtime_error("socket failed");
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+      throw std::runtime_error(std::string("connect failed: ") + std::strerror(errno));
+  }
+  ~raw_client() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void send(std::span<const uint8_t> bytes) {
+    // MSG_NOSIGNAL: the target may already have closed the connection.
+    (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
+
+  // Reads until the target closes the connection or `timeout` passes. Returns what arrived and
+  // whether the connection was closed.
+  std::pair<std::vector<uint8_t>, bool> read_until_closed(std::chrono::milliseconds timeout) {
+    std::vector<uint8_t> got;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return {got, false};
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      uint8_t buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) return {got, true};
+      if (n > 0) got.insert(got.end(), buf, buf + n);
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+std::vector<uint8_t> frame(uint32_t body_length, std::vector<uint8_t> body) {
+  std::vector<uint8_t> out;
+  byte_writer w(out);
+  w.u32(body_length);
+  out.insert(out.end(), body.begin(), body.end());
+  return out;
+}
+
+std::vector<uint8_t> header(uint32_t type, uint32_t mid, uint32_t cid) {
+  std::vector<uint8_t> out;
+  byte_writer w(out);
+  w.u32(type);
+  w.u32(mid);
+  w.u32(cid);
+  return out;
+}
+
+std::vector<uint8_t> cat(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<uint8_t> be32(uint32_t v) {
+  std::vector<uint8_t> out;
+  byte_writer(out).u32(v);
+  return out;
+}
+
+// ---- the session tests, over TCP and shared memory
+
+class target_session : public ::testing::TestWithParam<std::string> {
+ protected:
+  target_options options(int workers = 1, std::vector<std::string> extra = {}) {
+    return {GetParam(), workers, std::move(extra)};
+  }
+  temp_dir dir_;
+};
+
+// Everything a whole session checks, for 1 or 2 workers.
+void whole_session(const std::string& device, int workers, bool sbc, const temp_dir& dir) {
+  // Raw: 4096 x 48. Sbc: 1024 x 200, with CLI geometry that the header overrides.
+  const uint32_t block_size = sbc ? 1024 : 4096;
+  const uint32_t block_count = sbc ? 200 : 48;
+  const size_t capacity = size_t(block_size) * block_count;
+  const auto content = pattern(capacity, 7);
+  const fs::path file = dir / (sbc ? "content.sbc" : "content.raw");
+  std::vector<std::string> extra{"--binary-content", file.string()};
+  if (sbc) {
+    storage::write_sbc(file, block_size, block_count, content);
+    extra.insert(extra.end(), {"--block-size", "4096", "--block-count", "7"});
+  } else {
+    write_file(file, content);
+    extra.insert(extra.end(), {"--block-size", "4096", "--block-count", "48"});
+  }
+  const auto file_before = read_file(file);
+
+  target t({device, workers, extra});
+  ASSERT_TRUE(t.listening()) << t.output();
+  std::vector<uint64_t> ios(workers, 0);
+  {
+    service_driver d(t.port(), on(device));
+    const size_t region_size = 256 * 1024;
+    auto geometry = d.open_session(16, workers, region_size);
+    EXPECT_EQ(geometry.total_size, capacity);
+    EXPECT_EQ(geometry.block_size, block_size);
+    ASSERT_EQ(d.worker_count(), size_t(workers));
+    for (int i = 0; i < workers; ++i) EXPECT_TRUE(d.worker(i).running());
+
+    // Each worker owns a slice of the storage and of the region.
+    const size_t slice = capacity / workers;
+    const size_t region_slice = region_size / workers;
+    std::vector<uint8_t> expected = content;
+    for (int i = 0; i < workers; ++i) {
+      SCOPED_TRACE("worker " + std::to_string(i));
+      driver_worker& w = d.worker(i);
+      uint64_t ud = 1000 * (i + 1);
+      const uint64_t base = slice * i;
+      const uint64_t rbase = region_slice * i;
+      // Reads: whole blocks, odd sizes and offsets, one byte at the very end.
+      read_and_check(d, w, base, slice, rbase, expected, block_size, ud, ios[i]);
+      read_and_check(d, w, base + 3, 5000, rbase + 7, expected, 1777, ud, ios[i]);
+      read_and_check(d, w, base + slice - 1, 1, rbase, expected, 1, ud, ios[i]);
+      // Writes, then read back into another part of the region.
+      const auto fresh = pattern(3 * block_size + 100, 100 + i);
+      const uint64_t at = base + block_size + 50;
+      write_range(d, w, at, fresh, rbase, block_size, ud, ios[i]);
+      std::memcpy(expected.data() + at, fresh.data(), fresh.size());
+      read_and_check(d, w, base, slice, rbase + 4096, expected, block_size, ud, ios[i], 4);
+      ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    }
+    // Nothing outside the written ranges changed: the whole store, read by worker 0.
+    uint64_t ud = 99999;
+    read_and_check(d, d.worker(0), 0, capacity, 0, expected, 8192, ud, ios[0]);
+    for (int i = 0; i < workers; ++i) {
+      EXPECT_EQ(d.worker(i).send_errors(), 0u);
+      EXPECT_EQ(d.worker(i).receive_errors(), 0u);
+    }
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+  std::vector<std::pair<uint32_t, uint64_t>> want;
+  for (int i = 0; i < workers; ++i) want.emplace_back(i, ios[i]);
+  EXPECT_EQ(core_operations(t.output()), want) << t.output();
+  // Storage is volatile: the content file is as it was.
+  EXPECT_EQ(read_file(file), file_before);
+}
+
+TEST_P(target_session, whole_sequence_one_worker_raw_content) {
+  whole_session(GetParam(), 1, false, dir_);
+}
+
+TEST_P(target_session, whole_sequence_two_workers_sbc_content) {
+  whole_session(GetParam(), 2, true, dir_);
+}
+
+TEST_P(target_session, query_reports_the_command_line_geometry_without_content) {
+  target t(options(1, {"--block-size", "512", "--block-count", "10"}));
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    auto geometry = d.query();
+    EXPECT_EQ(geometry.total_size, 5120u);
+    EXPECT_EQ(geometry.block_size, 512u);
+    d.init(16, 1, 8192);
+    d.connect_all();
+    d.start();
+    // Zero-filled without content (the reference left it undefined).
+    uint64_t ud = 1, ios = 0;
+    std::vector<uint8_t> zeros(5120, 0);
+    read_and_check(d, d.worker(0), 0, 5120, 0, zeros, 512, ud, ios);
+    d.stop();
+    d.shutdown();
+  }
+  EXPECT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+}
+
+TEST_P(target_session, out_of_range_ios_are_refused_without_transfer) {
+  const uint32_t block = 4096, blocks = 16;
+  const uint64_t capacity = uint64_t(block) * blocks;
+  const auto content = pattern(capacity, 3);
+  write_file(dir_ / "c.raw", content);
+  target t(options(1, {"--binary-content", (dir_ / "c.raw").string(), "--block-count", "16"}));
+  ASSERT_TRUE(t.listening()) << t.output();
+  const size_t region_size = 64 * 1024;
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(32, 1, region_size);
+    driver_worker& w = d.worker(0);
+    const auto region_pattern = pattern(region_size, 11);
+    std::memcpy(d.region_data(), region_pattern.data(), region_size);
+
+    const std::vector<io_request> refused = {
+        {read_op, 1, 4096, 0, capacity - 100},       // storage range past the end
+        {write_op, 2, 1, 0, capacity},               // starts at the end
+        {read_op, 3, 4096, 0, ~uint64_t(0) - 10},    // offset + size overflows
+        {write_op, 4, 4096, 0, ~uint64_t(0) - 10},   //
+        {read_op, 5, 4096, region_size - 10, 0},     // requester range past its end
+        {write_op, 6, 16, region_size + 4096, 0},    //
+        {write_op, 7, 4096, ~uint64_t(0) - 100, 0},  // requester offset overflows
+        {read_op, 8, 0, 0, 0},                       // io_size 0
+        {write_op, 9, 0, 100, 100},                  //
+        {7, 10, 4096, 0, 0},                         // unknown type
+        {0, 11, 4096, 0, 0},                         // a "result" sent as a request
+        {read_op, 12, ~uint32_t(0), 0, 0},           // larger than both regions
+    };
+    run_ios(w, refused, status::invalid_value);
+    // No transfer either way: the region is untouched, and so is the store (read it all).
+    EXPECT_EQ(std::memcmp(d.region_data(), region_pattern.data(), region_size), 0);
+    uint64_t ud = 100, ios = 0;
+    read_and_check(d, w, 0, capacity, 0, content, block, ud, ios);
+    // Edge cases that are in range are served.
+    run_ios(w, {{read_op, 200, 1, region_size - 1, capacity - 1},
+                {write_op, 201, 4096, region_size - 4096, capacity - 4096}});
+    ios += 2;
+    d.stop();
+    d.shutdown();
+    EXPECT_GE(t.occurrences("IO refused"), refused.size()) << t.output();
+    // The target exits 1 (errors on the data path) and counts only the transfers it made.
+    ASSERT_EQ(t.wait_exit(), std::optional<int>(1)) << t.output();
+    EXPECT_EQ(core_operations(t.output()), (std::vector<std::pair<uint32_t, uint64_t>>{{0, ios}}))
+        << t.output();
+  }
+}
+
+TEST_P(target_session, stop_then_shutdown_prints_the_stats) {
+  target t(options(2));
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 2, 64 * 1024);
+    // 5 IOs on worker 0, 3 on worker 1.
+    run_ios(d.worker(0), {{write_op, 1, 4096, 0, 0},
+                          {write_op, 2, 4096, 4096, 4096},
+                          {read_op, 3, 100, 8192, 0},
+                          {read_op, 4, 4096, 12288, 8192},
+                          {read_op, 5, 1, 0, 0}});
+    run_ios(d.worker(1), {{read_op, 6, 4096, 32768, 0},
+                          {write_op, 7, 4096, 36864, 16384},
+                          {read_op, 8, 512, 40960, 16384}});
+    d.stop();
+    EXPECT_EQ(t.occurrences("| Operation count"), 0u) << "stats before shutdown";
+    // After stop only shutdown is expected.
+    auto reply = d.request(message_type::start_storage_request);
+    ASSERT_EQ(reply.type, message_type::error_response);
+    EXPECT_EQ(std::get<storage::error_response_payload>(reply.payload).error_code,
+              status::unexpected);
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+  const std::string out = t.output();
+  // The reference's block, one per core, at the very end: rule, core, count, hit rate, with the
+  // rate as %2.03lf and the counts behind it. (No std::regex: GCC 12 warns inside it under the
+  // sanitizers, and warnings are errors.)
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  const std::string rule(storage::stats_rule);
+  auto digits = [](const std::string& s) {
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+  };
+  std::vector<std::pair<uint32_t, uint64_t>> blocks;
+  ASSERT_GE(lines.size(), 8u) << out;
+  for (size_t i = lines.size() - 8; i < lines.size(); i += 4) {
+    EXPECT_EQ(lines[i], rule) << out;
+    const std::string core = lines[i + 1].substr(std::min<size_t>(8, lines[i + 1].size()));
+    const std::string ops = lines[i + 2].substr(std::min<size_t>(19, lines[i + 2].size()));
+    ASSERT_EQ(lines[i + 1].rfind("| Core: ", 0), 0u) << out;
+    ASSERT_EQ(lines[i + 2].rfind("| Operation count: ", 0), 0u) << out;
+    ASSERT_TRUE(digits(core) && digits(ops)) << out;
+    blocks.emplace_back(std::stoul(core), std::stoull(ops));
+    // "| PE hit rate: 12.345% (hits:misses)" with hits > 0.
+    const std::string& rate = lines[i + 3];
+    ASSERT_EQ(rate.rfind("| PE hit rate: ", 0), 0u) << out;
+    const size_t dot = rate.find('.'), pct = rate.find("% ("), colon = rate.find(':', 15);
+    ASSERT_TRUE(dot != std::string::npos && pct == dot + 4 && colon != std::string::npos &&
+                rate.back() == ')')
+        << rate;
+    EXPECT_TRUE(digits(rate.substr(15, dot - 15)) && digits(rate.substr(dot + 1, 3))) << rate;
+    const std::string hits = rate.substr(pct + 3, colon - pct - 3);
+    const std::string misses = rate.substr(colon + 1, rate.size() - colon - 2);
+    ASSERT_TRUE(digits(hits) && digits(misses)) << rate;
+    EXPECT_GT(std::stoull(hits), 0u) << "no PE hits counted";
+  }
+  EXPECT_EQ(blocks, (std::vector<std::pair<uint32_t, uint64_t>>{{0, 5}, {1, 3}})) << out;
+}
+
+// ---- robustness
+
+TEST_P(target_session, malformed_frames_close_the_connection_and_leak_nothing) {
+  target t(options());
+  ASSERT_TRUE(t.listening()) << t.output();
+  size_t baseline = 0;
+  {
+    service_driver probe(t.port(), on(GetParam()));
+    probe.query();
+    baseline = t.fd_count();
+  }
+  // mid/cid 5/6 everywhere; body lengths as declared in the first word.
+  const std::vector<std::pair<std::string, std::vector<uint8_t>>> cases = {
+      {"body shorter than the header", frame(4, be32(1))},
+      {"empty body", frame(0, {})},
+      {"oversized body length", frame(0xFFFFFFFF, header(1, 5, 6))},
+      {"body just over the limit", frame(64 * 1024 + 1, header(1, 5, 6))},
+      {"unknown type 13", frame(12, header(13, 5, 6))},
+      {"unknown type 0xFFFFFFFF", frame(12, header(0xFFFFFFFF, 5, 6))},
+      {"init without its payload", frame(12, header(3, 5, 6))},
+      {"query with trailing bytes", frame(16, cat(header(1, 5, 6), be32(0)))},
+      {"blob longer than the frame",
+       frame(24, cat(cat(cat(header(5, 5, 6), be32(0)), be32(0)), be32(1000)))},
+      {"unknown rdma role", frame(24, cat(cat(cat(header(5, 5, 6), be32(0)), be32(7)), be32(0)))},
+      {"error_response with a string past the frame",
+       frame(20, cat(cat(header(0, 5, 6), be32(6)), be32(100)))},
+      {"garbage", pattern(3000, 1)},
+  };
+  size_t lost = 1;  // the probe's
+  ASSERT_TRUE(t.wait_occurrences("control connection lost", lost)) << t.output();
+  for (const auto& [name, bytes] : cases) {
+    SCOPED_TRACE(name);
+    raw_client c(t.port());
+    c.send(bytes);
+    auto [got, closed] = c.read_until_closed(10s);
+    EXPECT_TRUE(closed) << "the target kept a connection that sent a bad frame";
+    // Either nothing (closed at once) or an error_response frame before the close.
+    if (!got.empty()) {
+      auto r = storage::decode_frame(got);
+      ASSERT_EQ(r.outcome, storage::decode_outcome::message);
+      EXPECT_EQ(r.msg.type, message_type::error_response);
+    }
+    EXPECT_TRUE(t.wait_occurrences("control connection lost", ++lost)) << t.output();
+  }
+  {
+    SCOPED_TRACE("a frame cut short by the client");
+    raw_client c(t.port());
+    c.send(frame(100, header(1, 5, 6)));
+    c.shutdown_write();
+    auto [got, closed] = c.read_until_closed(10s);
+    EXPECT_TRUE(closed);
+    EXPECT_TRUE(t.wait_occurrences("control connection lost", ++lost)) << t.output();
+  }
+  // A fresh client gets the whole session, and no descriptor was left behind.
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.query();
+    EXPECT_EQ(t.fd_count(), baseline) << "descriptors leaked";
+    d.init(16, 1, 16384);
+    d.connect_all();
+    d.start();
+    run_ios(d.worker(0), {{write_op, 1, 4096, 0, 0}, {read_op, 2, 4096, 4096, 0}});
+    EXPECT_EQ(std::memcmp(d.region_data(), d.region_data() + 4096, 4096), 0);
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+  EXPECT_EQ(core_operations(t.output()), (std::vector<std::pair<uint32_t, uint64_t>>{{0, 2}}));
+}
+
+TEST_P(target_session, out_of_sequence_messages_get_unexpected_and_change_nothing) {
+  target t(options());
+  ASSERT_TRUE(t.listening()) << t.output();
+  service_driver d(t.port(), on(GetParam()));
+  auto expect_error = [&](const message& request, status code, const std::string& text) {
+    d.send(request);
+    message reply = d.receive();
+    ASSERT_EQ(reply.type, message_type::error_response) << storage::to_string(reply.type);
+    EXPECT_EQ(reply.message_id, request.message_id);
+    EXPECT_EQ(reply.correlation_id, request.correlation_id);
+    const auto& e = std::get<storage::error_response_payload>(reply.payload);
+    EXPECT_EQ(e.error_code, code) << e.message;
+    EXPECT_NE(e.message.find(text), std::string::npos) << e.message;
+  };
+  const storage::empty_payload none;
+  expect_error({message_type::start_storage_request, 77, 1234, none}, status::unexpected,
+               "Unexpected start_storage_request while expecting a query_storage_request");
+  expect_error({message_type::init_storage_request, 78, 9,
+                storage::init_storage_request_payload{8, 1, {1, 2, 3}}},
+               status::unexpected, "while expecting a query_storage_request");
+  expect_error(
+      {message_type::query_storage_response, 79, 9, storage::query_storage_response_payload{1, 2}},
+      status::unexpected, "Unexpected query_storage_response");
+  d.query();
+  expect_error({message_type::query_storage_request, 80, 10, none}, status::unexpected,
+               "while expecting a init_storage_request");
+  // Bad init requests are refused and leave the stage where it was.
+  expect_error(
+      {message_type::init_storage_request, 81, 11, storage::init_storage_request_payload{8, 2, {}}},
+      status::invalid_value, "Requested storage to use 2 cores but only 1 are configured");
+  expect_error(
+      {message_type::init_storage_request, 82, 12, storage::init_storage_request_payload{0, 1, {}}},
+      status::invalid_value, "transaction count");
+  expect_error({message_type::init_storage_request, 83, 13,
+                storage::init_storage_request_payload{8, 1, {1, 2, 3, 4}}},
+               status::invalid_value, "");
+  d.init(16, 1, 16384);
+  expect_error({message_type::start_storage_request, 84, 14, none}, status::unexpected,
+               "while expecting a create_rdma_connection_request");
+  // Context index == core count (the reference's off-by-one, §8.5).
+  expect_error({message_type::create_rdma_connection_request, 85, 15,
+                storage::rdma_connection_payload{
+                    1, rdma_role::io_data, d.worker(0).export_connection(rdma_role::io_data)}},
+               status::invalid_value, "invalid context idx 1");
+  // A connection blob that is not one.
+  expect_error({message_type::create_rdma_connection_request, 86, 16,
+                storage::rdma_connection_payload{0, rdma_role::io_control, {9, 9, 9, 9}}},
+               status::invalid_value, "");
+  d.connect(0, rdma_role::io_data);
+  expect_error({message_type::create_rdma_connection_request, 87, 17,
+                storage::rdma_connection_payload{0, rdma_role::io_data, {1, 2, 3}}},
+               status::already_exist, "already has its io_data connection");
+  d.connect(0, rdma_role::io_control);
+  expect_error({message_type::stop_storage_request, 88, 18, none}, status::unexpected,
+               "while expecting a start_storage_request");
+  d.start();
+  run_ios(d.worker(0), {{write_op, 1, 4096, 0, 0}, {read_op, 2, 4096, 4096, 0}});
+  expect_error({message_type::start_storage_request, 89, 19, none}, status::unexpected,
+               "while expecting a stop_storage_request");
+  d.stop();
+  d.shutdown();
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+  EXPECT_GE(t.occurrences("unexpected "), 7u) << t.output();
+}
+
+TEST_P(target_session, second_client_is_closed_and_the_first_is_unaffected) {
+  target t(options());
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.query();
+    size_t before = t.fd_count();
+    auto turned_away = [&] {
+      raw_client other(t.port());
+      other.send(frame(12, header(1, 0, 0)));  // a query it will never get an answer to
+      auto [got, closed] = other.read_until_closed(10s);
+      EXPECT_TRUE(closed);
+      EXPECT_TRUE(got.empty());
+    };
+    turned_away();
+    EXPECT_EQ(t.fd_count(), before);
+    d.init(16, 1, 16384);
+    d.connect_all();
+    d.start();
+    before = t.fd_count();
+    turned_away();
+    {  // A second service_driver: its connect succeeds (backlog) but its query goes nowhere.
+      service_driver late(t.port(), on(GetParam()));
+      EXPECT_THROW(late.query(), status_error);
+    }
+    run_ios(d.worker(0), {{write_op, 1, 4096, 0, 0}, {read_op, 2, 4096, 4096, 0}});
+    EXPECT_EQ(std::memcmp(d.region_data(), d.region_data() + 4096, 4096), 0);
+    EXPECT_EQ(t.fd_count(), before);
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+  EXPECT_GE(t.occurrences("rejected client"), 3u) << t.output();
+}
+
+enum class stage { connected, queried, initialized, mid_connections, connected_all, started };
+
+const char* stage_name(stage s) {
+  switch (s) {
+    case stage::connected:
+      return "after connect";
+    case stage::queried:
+      return "after query";
+    case stage::initialized:
+      return "after init";
+    case stage::mid_connections:
+      return "in the middle of the rdma connections";
+    case stage::connected_all:
+      return "after the rdma connections";
+    case stage::started:
+      return "after start";
+  }
+  return "?";
+}
+
+TEST_P(target_session, client_that_disconnects_at_any_stage_leaves_the_target_serving) {
+  target t(options(2));
+  ASSERT_TRUE(t.listening()) << t.output();
+  const std::vector<stage> stages = {stage::connected,     stage::queried,
+                                     stage::initialized,   stage::mid_connections,
+                                     stage::connected_all, stage::started};
+  size_t lost = 0;
+  auto vanish_at = [&](stage s) {
+    SCOPED_TRACE(stage_name(s));
+    {
+      service_driver d(t.port(), on(GetParam()));
+      if (s >= stage::queried) d.query();
+      if (s >= stage::initialized) d.init(16, 2, 65536);
+      if (s == stage::mid_connections) {
+        d.connect(0, rdma_role::io_data);
+        d.connect(0, rdma_role::io_control);
+        d.connect(1, rdma_role::io_data);
+      }
+      if (s >= stage::connected_all) d.connect_all();
+      if (s >= stage::started) {
+        d.start();
+        run_ios(d.worker(0), {{write_op, 1, 4096, 0, 0}, {read_op, 2, 4096, 4096, 0}});
+        run_ios(d.worker(1), {{read_op, 3, 4096, 8192, 4096}});
+      }
+      d.disconnect();
+      ASSERT_TRUE(t.wait_occurrences("control connection lost", ++lost)) << t.output();
+    }  // the driver's rdma contexts go too
+  };
+  // The descriptors the target holds with a client connected after its query.
+  // (Each client's departure is waited for: a client that connects before the target has
+  // seen the previous one go is turned away as a second client.)
+  auto probe = [&] {
+    size_t n = 0;
+    {
+      service_driver d(t.port(), on(GetParam()));
+      d.query();
+      n = t.fd_count();
+    }
+    EXPECT_TRUE(t.wait_occurrences("control connection lost", ++lost)) << t.output();
+    return n;
+  };
+  const size_t initial = probe();
+  for (stage s : stages) vanish_at(s);
+  const size_t first_round = probe();
+  for (stage s : stages) vanish_at(s);
+  const size_t second_round = probe();
+  EXPECT_EQ(first_round, second_round) << "descriptors leak with every lost client";
+  EXPECT_EQ(initial, first_round) << "descriptors kept after the first lost clients";
+  // And a new client gets a whole session.
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 2, 65536);
+    run_ios(d.worker(1), {{write_op, 1, 4096, 0, 0}, {read_op, 2, 4096, 4096, 0}});
+    EXPECT_EQ(std::memcmp(d.region_data(), d.region_data() + 4096, 4096), 0);
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+  EXPECT_EQ(core_operations(t.output()),
+            (std::vector<std::pair<uint32_t, uint64_t>>{{0, 0}, {1, 2}}))
+      << t.output();
+}
+
+TEST_P(target_session, ctrl_c_during_a_session_stops_the_target) {
+  target t(options());
+  ASSERT_TRUE(t.listening()) << t.output();
+  service_driver d(t.port(), on(GetParam()));
+  d.open_session(16, 1, 65536);
+  run_ios(d.worker(0),
+          {{write_op, 1, 4096, 0, 0}, {read_op, 2, 4096, 4096, 0}, {read_op, 3, 4096, 8192, 4096}});
+  t.process().signal(SIGINT);
+  ASSERT_EQ(t.wait_exit(5s), std::optional<int>(0)) << t.output();
+  EXPECT_EQ(core_operations(t.output()), (std::vector<std::pair<uint32_t, uint64_t>>{{0, 3}}))
+      << t.output();
+  // The driver sees the control connection go.
+  EXPECT_THROW(d.request(message_type::stop_storage_request), status_error);
+}
+
+TEST_P(target_session, ctrl_c_after_refused_ios_exits_1) {
+  target t(options());
+  ASSERT_TRUE(t.listening()) << t.output();
+  service_driver d(t.port(), on(GetParam()));
+  d.open_session(16, 1, 65536);
+  run_ios(d.worker(0), {{read_op, 1, 4096, 0, 0}});
+  run_ios(d.worker(0), {{read_op, 2, 4096, 0, 1 << 20}}, status::invalid_value);
+  t.process().signal(SIGINT);
+  ASSERT_EQ(t.wait_exit(5s), std::optional<int>(1)) << t.output();
+  EXPECT_EQ(core_operations(t.output()), (std::vector<std::pair<uint32_t, uint64_t>>{{0, 1}}))
+      << t.output();
+}
+
+INSTANTIATE_TEST_SUITE_P(transports, target_session, ::testing::Values("tcp", "sm"),
+                         [](const auto& info) { return info.param; });
+
+// ---- without RDMA
+
+TEST(target_process, ctrl_c_while_idle_exits_0_with_the_stats) {
+  target t({"tcp", 2, {}});
+  ASSERT_TRUE(t.listening()) << t.output();
+  t.process().signal(SIGINT);
+  ASSERT_EQ(t.wait_exit(5s), std::optional<int>(0)) << t.output();
+  EXPECT_EQ(core_operations(t.output()),
+            (std::vector<std::pair<uint32_t, uint64_t>>{{0, 0}, {1, 0}}))
+      << t.output();
+}
+
+TEST(target_process, ctrl_c_while_waiting_for_a_request_exits_0) {
+  target t({"tcp", 1, {}});
+  ASSERT_TRUE(t.listening()) << t.output();
+  service_driver d(t.port());
+  d.query();
+  t.process().signal(SIGINT);
+  ASSERT_EQ(t.wait_exit(5s), std::optional<int>(0)) << t.output();
+}
+
+// The output minus the version banner: the lines a user reads about the failure.
+std::vector<std::string> message_lines(const std::string& output) {
+  std::vector<std::string> out;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty() && line.rfind("zcstore_target_rdma: v", 0) != 0) out.push_back(line);
+  return out;
+}
+
+struct bad_command_line {
+  std::string name;
+  std::vector<std::string> args;
+  int exit_status;
+  std::vector<std::string> must_mention;
+};
+
+TEST(target_process, bad_command_lines_give_one_clear_line) {
+  temp_dir dir;
+  const std::string port = std::to_string(free_tcp_port());
+  const auto wrong_size = (dir / "wrong.raw").string();
+  write_file(wrong_size, pattern(1000, 1));
+  const auto missing = (dir / "missing.raw").string();
+  const std::vector<bad_command_line> cases = {
+      {"missing --listen-port", {"-d", "tcp", "--cpu", "0"}, 2, {"--listen-port"}},
+      {"--listen-port 70000",
+       {"-d", "tcp", "--cpu", "0", "--listen-port", "70000"},
+       2,
+       {"--listen-port", "70000"}},
+      {"--block-size 0 without content",
+       {"-d", "tcp", "--cpu", "0", "--listen-port", port, "--block-size", "0"},
+       2,
+       {"block-size and block-count must be non zero when binary-content is not provided"}},
+      {"--block-count 0 without content",
+       {"-d", "tcp", "--cpu", "0", "--listen-port", port, "--block-count", "0"},
+       2,
+       {"block-size and block-count must be non zero"}},
+      {"missing --cpu", {"-d", "tcp", "--listen-port", port}, 2, {"--cpu"}},
+      {"unknown device",
+       {"-d", "no-such-device", "--cpu", "0", "--listen-port", port},
+       2,
+       {"no-such-device"}},
+      {"raw file of the wrong size",
+       {"-d", "tcp", "--cpu", "0", "--listen-port", port, "--binary-content", wrong_size},
+       1,
+       {wrong_size, "1000", "524288"}},
+      {"missing content file",
+       {"-d", "tcp", "--cpu", "0", "--listen-port", port, "--binary-content", missing},
+       1,
+       {missing}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::string> argv{binary("zcstore_target_rdma")};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    subprocess p(argv);
+    ASSERT_EQ(p.wait(exit_timeout), std::optional<int>(c.exit_status)) << p.output();
+    const auto lines = message_lines(p.output());
+    ASSERT_EQ(lines.size(), 1u) << p.output();
+    for (const auto& word : c.must_mention)
+      EXPECT_NE(lines[0].find(word), std::string::npos) << lines[0];
+  }
+}
+
+}  // namespace
+}  // namespace zc::test
