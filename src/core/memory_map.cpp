@@ -68,6 +68,9 @@ std::unique_ptr<memory_map> memory_map::allocate(size_t length, access permissio
   const size_t mapped = page_round(length);
   if (ftruncate(map->memfd_, static_cast<off_t>(mapped)) != 0)
     throw status_error(status::no_memory, os_error("ftruncate"));
+  // Fixed size from now on: an importer's mapping can never run past the end of the file (SIGBUS).
+  if (fcntl(map->memfd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0)
+    throw status_error(status::operating_system, os_error("sealing the memory size"));
   void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, map->memfd_, 0);
   if (p == MAP_FAILED) throw status_error(status::no_memory, os_error("mmap"));
   map->data_ = static_cast<uint8_t*>(p);
@@ -135,6 +138,12 @@ std::unique_ptr<memory_map> memory_map::import_pci(std::span<const uint8_t> blob
   if (memfd < 0)
     throw status_error(errno == ENOENT ? status::not_found : status::not_permitted,
                        os_error("cannot open exported memory"));
+  // Only memory whose size is sealed: otherwise its owner could shrink it under our mapping.
+  const int seals = fcntl(memfd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    close(memfd);
+    throw status_error(status::not_permitted, "PCI export is not size-sealed");
+  }
   struct stat st {};
   if (fstat(memfd, &st) != 0 || static_cast<uint64_t>(st.st_size) < length) {
     close(memfd);

@@ -1,0 +1,575 @@
+// The control path inside one process: server, client, connections, send tasks and receive
+// events, limits, and peers that break the protocol.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "comch/address.hpp"
+#include "comch/internal/frame.hpp"
+#include "comch/internal/unix_socket.hpp"
+#include "comch_test_support.hpp"
+#include "core/bytes.hpp"
+
+namespace zc::comch::test {
+namespace {
+
+// A server and a client on one event-mode engine, recording what they see.
+struct channel_pair {
+  explicit channel_pair(std::string name = channel_name(),
+                        uint32_t server_max = default_max_msg_size,
+                        uint32_t client_max = default_max_msg_size, uint32_t recv_queue = 64)
+      : name(std::move(name)),
+        srv(engine, {.name = this->name,
+                     .max_msg_size = server_max,
+                     .recv_queue_size = recv_queue,
+                     .on_send_done = [this](send_task& t) { ++server_sent, t.free(); },
+                     .on_send_error =
+                         [this](send_task& t) {
+                           server_send_errors.push_back(t.result());
+                           t.free();
+                         },
+                     .events = {.on_message =
+                                    [this](connection& c, std::span<const uint8_t> m) {
+                                      server_got.push_back(string_of(m));
+                                      last_sender = &c;
+                                    }},
+                     .on_connect = [this](connection& c) { connected.push_back(&c); },
+                     .on_disconnect =
+                         [this](connection& c) {
+                           ++disconnects;
+                           std::erase(connected, &c);
+                         }}),
+        cli(engine, {.name = this->name,
+                     .max_msg_size = client_max,
+                     .on_send_done = [this](send_task& t) { ++client_sent, t.free(); },
+                     .on_send_error =
+                         [this](send_task& t) {
+                           client_send_errors.push_back(t.result());
+                           t.free();
+                         },
+                     .events = {.on_message = [this](connection&, std::span<const uint8_t> m) {
+                       client_got.push_back(string_of(m));
+                     }}}) {}
+
+  void connect() {
+    ASSERT_EQ(srv.start(), status::success);
+    ASSERT_EQ(cli.start(), status::success);
+    ASSERT_TRUE(run([&] { return cli.state() == context_state::running && !connected.empty(); }));
+  }
+  template <typename Done>
+  bool run(Done&& done) {
+    return engine.run_until(done, wait_limit);
+  }
+  void stop_all() {
+    cli.stop();
+    srv.stop();
+    EXPECT_TRUE(run(
+        [&] { return cli.state() == context_state::idle && srv.state() == context_state::idle; }));
+  }
+
+  core::progress_engine engine{core::poll_mode::event};
+  std::string name;
+  std::vector<std::string> server_got, client_got;
+  std::vector<connection*> connected;
+  connection* last_sender = nullptr;
+  int disconnects = 0, server_sent = 0, client_sent = 0;
+  std::vector<status> server_send_errors, client_send_errors;
+  server srv;
+  client cli;
+};
+
+TEST(comch_control, client_and_server_exchange_messages) {
+  channel_pair p;
+  p.connect();
+  std::string hello = "hello from the host";
+  send_task* t = p.cli.allocate_send(bytes_of(hello));
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(p.cli.submit(*t), status::success);
+  ASSERT_TRUE(p.run([&] { return p.server_got.size() == 1 && p.client_sent == 1; }));
+  EXPECT_EQ(p.server_got[0], hello);
+  EXPECT_EQ(p.last_sender, p.connected[0]);
+  EXPECT_EQ(p.connected[0]->peer_pid(), getpid());
+  EXPECT_EQ(p.connected[0]->peer_uid(), geteuid());
+
+  std::string reply = "reply from the service";
+  t = p.srv.allocate_send(*p.connected[0], bytes_of(reply));
+  ASSERT_EQ(p.srv.submit(*t), status::success);
+  ASSERT_TRUE(p.run([&] { return p.client_got.size() == 1 && p.server_sent == 1; }));
+  EXPECT_EQ(p.client_got[0], reply);
+  p.stop_all();
+}
+
+TEST(comch_control, messages_keep_their_order_and_boundaries) {
+  channel_pair p;
+  p.connect();
+  std::vector<std::string> sent;
+  for (int i = 0; i < 200; ++i)
+    sent.push_back(std::string(size_t(i % 50), char('a' + i % 26)) + std::to_string(i));
+  size_t next = 0;
+  ASSERT_TRUE(p.run([&] {
+    while (next < sent.size()) {
+      send_task* t = p.cli.allocate_send(bytes_of(sent[next]));
+      if (t == nullptr) break;  // all send tasks in flight: progress first
+      EXPECT_EQ(p.cli.submit(*t), status::success);
+      ++next;
+    }
+    return p.server_got.size() == sent.size();
+  }));
+  EXPECT_EQ(p.server_got, sent);
+  p.stop_all();
+}
+
+TEST(comch_control, empty_message_is_delivered) {
+  channel_pair p;
+  p.connect();
+  send_task* t = p.cli.allocate_send({});
+  ASSERT_EQ(p.cli.submit(*t), status::success);
+  ASSERT_TRUE(p.run([&] { return p.server_got.size() == 1; }));
+  EXPECT_EQ(p.server_got[0], "");
+  p.stop_all();
+}
+
+TEST(comch_control, send_tasks_are_limited_to_the_configured_count) {
+  core::progress_engine engine(core::poll_mode::event);
+  client cli(engine, {.name = channel_name(), .send_tasks = 3});
+  std::vector<send_task*> taken;
+  for (int i = 0; i < 3; ++i) taken.push_back(cli.allocate_send({}));
+  for (auto* t : taken) EXPECT_NE(t, nullptr);
+  EXPECT_EQ(cli.allocate_send({}), nullptr);
+  taken[0]->free();
+  EXPECT_NE(cli.allocate_send({}), nullptr);
+}
+
+TEST(comch_control, send_before_connecting_is_refused) {
+  core::progress_engine engine(core::poll_mode::event);
+  client cli(engine, {.name = channel_name()});
+  send_task* t = cli.allocate_send({});
+  EXPECT_EQ(cli.submit(*t), status::bad_state);
+}
+
+TEST(comch_control, second_server_with_the_same_name_is_in_use) {
+  core::progress_engine engine(core::poll_mode::event);
+  std::string name = channel_name();
+  server first(engine, {.name = name});
+  server second(engine, {.name = name});
+  ASSERT_EQ(first.start(), status::success);
+  try {
+    second.start();
+    FAIL() << "a second server with the same name started";
+  } catch (const status_error& e) {
+    EXPECT_EQ(e.code(), status::in_use) << e.what();
+  }
+  EXPECT_EQ(second.state(), context_state::idle);
+  // Once the first one stops, the name is free again.
+  first.stop();
+  EXPECT_EQ(first.state(), context_state::idle);
+  EXPECT_EQ(second.start(), status::success);
+  second.stop();
+}
+
+TEST(comch_control, channel_names_are_per_host_function) {
+  core::progress_engine engine(core::poll_mode::event);
+  std::string name = channel_name();
+  server on_pf0(engine, {.device = "dpu0", .representor = "pf0hpf", .name = name});
+  server on_pf1(engine, {.device = "dpu0", .representor = "pf1hpf", .name = name});
+  ASSERT_EQ(on_pf0.start(), status::success);
+  ASSERT_EQ(on_pf1.start(), status::success);  // same name, other host function
+  EXPECT_NE(on_pf0.socket_name(), on_pf1.socket_name());
+
+  std::vector<connection*> at_pf1;
+  client cli(engine, {.device = "pf1hpf", .name = name});
+  ASSERT_EQ(cli.start(), status::success);
+  ASSERT_TRUE(engine.run_until([&] { return cli.state() == context_state::running; }, wait_limit));
+  EXPECT_TRUE(engine.run_until([&] { return on_pf1.connection_count() == 1; }, wait_limit));
+  EXPECT_EQ(on_pf0.connection_count(), 0u);
+
+  // A client on a host function nobody serves by name falls back to a server without one.
+  client elsewhere(engine, {.device = "pf7hpf", .name = name});
+  try {
+    elsewhere.start();
+    FAIL() << "connected without any server for the host function";
+  } catch (const status_error& e) {
+    EXPECT_EQ(e.code(), status::not_found);
+  }
+  server any(engine, {.device = "lo", .name = name});
+  ASSERT_EQ(any.start(), status::success);
+  ASSERT_EQ(elsewhere.start(), status::success);
+  ASSERT_TRUE(
+      engine.run_until([&] { return elsewhere.state() == context_state::running; }, wait_limit));
+  EXPECT_EQ(any.connection_count(), 1u);
+
+  cli.stop();
+  elsewhere.stop();
+  for (server* s : {&on_pf0, &on_pf1, &any}) s->stop();
+  EXPECT_TRUE(engine.run_until(
+      [&] {
+        return cli.state() == context_state::idle && elsewhere.state() == context_state::idle;
+      },
+      wait_limit));
+}
+
+TEST(comch_control, socket_names_fit_and_stay_distinct_when_long) {
+  std::string long_name(300, 'x');
+  std::string a = socket_name("auto", long_name);
+  std::string b = socket_name("auto", long_name + "y");
+  EXPECT_LE(a.size(), internal::max_abstract_name);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a, socket_name("auto", long_name));
+  EXPECT_EQ(socket_name("", "n"), socket_name("auto", "n"));
+}
+
+TEST(comch_control, unknown_name_is_not_found) {
+  core::progress_engine engine(core::poll_mode::event);
+  client cli(engine, {.name = channel_name()});
+  try {
+    cli.start();
+    FAIL() << "connected to a server that does not exist";
+  } catch (const status_error& e) {
+    EXPECT_EQ(e.code(), status::not_found);
+    EXPECT_NE(std::string(e.what()).find(cli.config().name), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cli.state(), context_state::idle);
+}
+
+TEST(comch_control, client_waits_for_a_server_that_starts_later) {
+  core::progress_engine engine(core::poll_mode::event);
+  std::string name = channel_name();
+  client cli(engine, {.name = name, .connect_timeout = wait_limit});
+  ASSERT_EQ(cli.start(), status::success);
+  EXPECT_EQ(cli.state(), context_state::starting);
+  for (int i = 0; i < 3; ++i) {
+    engine.progress();
+    engine.wait(1ms);
+  }
+  server srv(engine, {.name = name});
+  ASSERT_EQ(srv.start(), status::success);
+  ASSERT_TRUE(engine.run_until([&] { return cli.state() == context_state::running; }, wait_limit));
+  cli.stop();
+  srv.stop();
+  EXPECT_TRUE(engine.run_until([&] { return cli.state() == context_state::idle; }, wait_limit));
+}
+
+TEST(comch_control, client_gives_up_when_no_server_appears) {
+  core::progress_engine engine(core::poll_mode::event);
+  client cli(engine, {.name = channel_name(), .connect_timeout = 50ms});
+  ASSERT_EQ(cli.start(), status::success);
+  ASSERT_TRUE(engine.run_until([&] { return cli.state() == context_state::idle; }, wait_limit));
+  EXPECT_EQ(cli.last_error(), status::not_found);
+}
+
+TEST(comch_control, oversize_send_fails_at_submit_with_too_big) {
+  channel_pair p(channel_name(), /*server_max=*/256, /*client_max=*/4096);
+  p.connect();
+  // The connection's limit is the smaller of the two ends.
+  EXPECT_EQ(p.cli.get_connection()->max_send_size(), 256u);
+  EXPECT_EQ(p.connected[0]->max_send_size(), 256u);
+  std::string big(1000, 'b'), fits(256, 'f');
+  send_task* t = p.cli.allocate_send(bytes_of(big));
+  EXPECT_EQ(p.cli.submit(*t), status::too_big);
+  t->free();
+  t = p.srv.allocate_send(*p.connected[0], bytes_of(big));
+  EXPECT_EQ(p.srv.submit(*t), status::too_big);
+  t->free();
+  // Nothing was sent, the channel still works.
+  t = p.cli.allocate_send(bytes_of(fits));
+  ASSERT_EQ(p.cli.submit(*t), status::success);
+  ASSERT_TRUE(p.run([&] { return p.server_got.size() == 1; }));
+  EXPECT_EQ(p.server_got[0], fits);
+  EXPECT_EQ(p.disconnects, 0);
+  p.stop_all();
+}
+
+TEST(comch_control, receive_queue_size_bounds_messages_per_progress) {
+  channel_pair p(channel_name(), default_max_msg_size, default_max_msg_size, /*recv_queue=*/2);
+  p.connect();
+  std::vector<std::string> sent;
+  for (int i = 0; i < 6; ++i) sent.push_back("m" + std::to_string(i));
+  for (auto& m : sent) {
+    send_task* t = p.cli.allocate_send(bytes_of(m));
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(p.cli.submit(*t), status::success);
+  }
+  size_t most = 0;
+  ASSERT_TRUE(p.run([&] {
+    size_t before = p.server_got.size();
+    p.engine.progress();
+    most = std::max(most, p.server_got.size() - before);
+    return p.server_got.size() == sent.size();
+  }));
+  EXPECT_LE(most, 2u);
+  EXPECT_EQ(p.server_got, sent);
+  p.stop_all();
+}
+
+TEST(comch_control, server_serves_several_clients) {
+  core::progress_engine engine(core::poll_mode::event);
+  std::string name = channel_name();
+  std::vector<std::pair<uint64_t, std::string>> got;
+  std::vector<connection*> conns;
+  auto drop_copy = [](send_task& t) {
+    delete static_cast<std::string*>(t.get_user_data().ptr);
+    t.free();
+  };
+  server srv(engine, {.name = name,
+                      .on_send_done = drop_copy,
+                      .on_send_error = drop_copy,
+                      .events = {.on_message =
+                                     [&](connection& c, std::span<const uint8_t> m) {
+                                       got.emplace_back(c.id(), string_of(m));
+                                       // Echo to the sender only.
+                                       send_task* t =
+                                           static_cast<server&>(c.owner()).allocate_send(c, m);
+                                       ASSERT_NE(t, nullptr);
+                                       // The message is only valid inside this callback:
+                                       // echo a copy that lives in the task's user data.
+                                       auto* copy = new std::string(string_of(m));
+                                       t->set_message(bytes_of(*copy));
+                                       t->set_user_data(core::make_user_data(copy));
+                                       EXPECT_EQ(static_cast<server&>(c.owner()).submit(*t),
+                                                 status::success);
+                                     }},
+                      .on_connect = [&](connection& c) { conns.push_back(&c); },
+                      .on_disconnect = [&](connection& c) { std::erase(conns, &c); }});
+  ASSERT_EQ(srv.start(), status::success);
+
+  constexpr int clients = 3;
+  std::vector<std::vector<std::string>> echoes(clients);
+  std::vector<std::unique_ptr<client>> cs;
+  for (int i = 0; i < clients; ++i)
+    cs.push_back(std::make_unique<client>(
+        engine, client_config{
+                    .name = name,
+                    .on_send_done = [](send_task& t) { t.free(); },
+                    .events = {.on_message = [&echoes, i](connection&, std::span<const uint8_t> m) {
+                      echoes[size_t(i)].push_back(string_of(m));
+                    }}}));
+  for (auto& c : cs) ASSERT_EQ(c->start(), status::success);
+  ASSERT_TRUE(engine.run_until(
+      [&] {
+        return conns.size() == clients && std::all_of(cs.begin(), cs.end(), [](auto& c) {
+                 return c->state() == context_state::running;
+               });
+      },
+      wait_limit));
+  std::vector<std::string> texts = {"from client 0", "from client 1", "from client 2"};
+  for (int i = 0; i < clients; ++i) {
+    send_task* t = cs[size_t(i)]->allocate_send(bytes_of(texts[size_t(i)]));
+    ASSERT_EQ(cs[size_t(i)]->submit(*t), status::success);
+  }
+  ASSERT_TRUE(engine.run_until(
+      [&] {
+        return std::all_of(echoes.begin(), echoes.end(), [](auto& e) { return e.size() == 1; });
+      },
+      wait_limit));
+  for (int i = 0; i < clients; ++i) EXPECT_EQ(echoes[size_t(i)][0], texts[size_t(i)]);
+  std::set<uint64_t> ids;
+  for (auto& [id, text] : got) ids.insert(id);
+  EXPECT_EQ(ids.size(), size_t(clients));
+
+  // One client leaving does not disturb the others.
+  cs[1]->stop();
+  ASSERT_TRUE(engine.run_until([&] { return conns.size() == clients - 1; }, wait_limit));
+  EXPECT_EQ(cs[0]->state(), context_state::running);
+  EXPECT_EQ(cs[2]->state(), context_state::running);
+  for (auto& c : cs) c->stop();
+  srv.stop();
+  ASSERT_TRUE(engine.run_until(
+      [&] {
+        return srv.state() == context_state::idle && std::all_of(cs.begin(), cs.end(), [](auto& c) {
+                 return c->state() == context_state::idle;
+               });
+      },
+      wait_limit));
+}
+
+TEST(comch_control, client_stop_gives_the_server_a_disconnect_event) {
+  channel_pair p;
+  p.connect();
+  p.cli.stop();
+  ASSERT_TRUE(p.run([&] { return p.disconnects == 1; }));
+  EXPECT_EQ(p.srv.connection_count(), 0u);
+  EXPECT_EQ(p.cli.state(), context_state::idle);
+  EXPECT_EQ(p.cli.last_error(), status::shutdown);
+  // The client can connect again.
+  ASSERT_EQ(p.cli.start(), status::success);
+  ASSERT_TRUE(
+      p.run([&] { return p.cli.state() == context_state::running && p.connected.size() == 1; }));
+  p.stop_all();
+}
+
+TEST(comch_control, server_stop_moves_the_client_out_of_running) {
+  channel_pair p;
+  p.connect();
+  std::vector<context_state> states;
+  p.cli.set_state_changed_callback(
+      [&](core::context&, context_state, context_state next) { states.push_back(next); });
+  p.srv.stop();
+  ASSERT_TRUE(p.run([&] { return p.cli.state() == context_state::idle; }));
+  EXPECT_EQ(states, (std::vector<context_state>{context_state::stopping, context_state::idle}));
+  EXPECT_EQ(p.cli.last_error(), status::connection_reset);
+  EXPECT_EQ(p.cli.get_connection(), nullptr);
+}
+
+// A peer that speaks the framing by hand, to break the protocol on purpose.
+struct raw_peer {
+  explicit raw_peer(const std::string& socket) : fd(internal::connect_abstract(socket)) {}
+  ~raw_peer() { internal::close_fd(fd); }
+  void send_frame(uint16_t type, std::span<const uint8_t> payload, uint32_t declared_length) {
+    uint8_t header[internal::frame_header_size];
+    internal::encode_header(header, {declared_length, type, 0});
+    ASSERT_EQ(write(fd, header, sizeof(header)), ssize_t(sizeof(header)));
+    if (!payload.empty()) {
+      ASSERT_EQ(write(fd, payload.data(), payload.size()), ssize_t(payload.size()));
+    }
+  }
+  void hello() {
+    std::vector<uint8_t> p;
+    byte_writer w(p);
+    w.u32(internal::protocol_version);
+    w.u32(default_max_msg_size);
+    send_frame(uint16_t(internal::frame_type::hello), p, uint32_t(p.size()));
+  }
+  // Progresses `engine` until the server has closed its end (after sending whatever it had).
+  bool closed_by_server(core::progress_engine& engine) {
+    auto deadline = std::chrono::steady_clock::now() + wait_limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      engine.progress();
+      pollfd pfd{fd, POLLIN, 0};
+      if (::poll(&pfd, 1, 10) == 1) {
+        uint8_t buf[256];
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+      }
+    }
+    return false;
+  }
+  int fd;
+};
+
+TEST(comch_control, oversize_frame_from_a_peer_drops_its_connection) {
+  channel_pair p(channel_name(), /*server_max=*/256);
+  p.connect();
+  raw_peer rogue(p.srv.socket_name());
+  ASSERT_GE(rogue.fd, 0);
+  rogue.hello();
+  ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
+  // Declares 1 MiB; the server must not wait for (or buffer) it.
+  rogue.send_frame(uint16_t(internal::frame_type::message), {}, 1u << 20);
+  ASSERT_TRUE(p.run([&] { return p.disconnects == 1; }));
+  EXPECT_TRUE(rogue.closed_by_server(p.engine));
+  // The well-behaved client is unaffected.
+  EXPECT_EQ(p.cli.state(), context_state::running);
+  send_task* t = p.cli.allocate_send(bytes_of("still here"));
+  ASSERT_EQ(p.cli.submit(*t), status::success);
+  ASSERT_TRUE(p.run([&] { return p.server_got.size() == 1; }));
+  p.stop_all();
+}
+
+TEST(comch_control, unknown_frames_and_skipped_handshakes_drop_the_peer) {
+  channel_pair p;
+  p.connect();
+  {
+    raw_peer no_hello(p.srv.socket_name());
+    no_hello.send_frame(uint16_t(internal::frame_type::message), bytes_of("hi"), 2);
+    EXPECT_TRUE(no_hello.closed_by_server(p.engine));
+  }
+  {
+    raw_peer garbage(p.srv.socket_name());
+    garbage.hello();
+    ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
+    garbage.send_frame(0x7777, bytes_of("??"), 2);
+    ASSERT_TRUE(p.run([&] { return p.disconnects == 1; }));
+  }
+  EXPECT_EQ(p.connected.size(), 1u);
+  EXPECT_EQ(p.cli.state(), context_state::running);
+  p.stop_all();
+}
+
+TEST(comch_control, peer_speaking_another_protocol_version_is_refused) {
+  channel_pair p;
+  p.connect();
+  raw_peer future(p.srv.socket_name());
+  std::vector<uint8_t> hello;
+  byte_writer w(hello);
+  w.u32(internal::protocol_version + 1);
+  w.u32(default_max_msg_size);
+  future.send_frame(uint16_t(internal::frame_type::hello), hello, uint32_t(hello.size()));
+  ASSERT_TRUE(p.run([&] { return p.srv.refused_peers() == 1; }));
+  // The refusal says why before the server closes.
+  uint8_t frame[256];
+  ssize_t n = recv(future.fd, frame, sizeof(frame), 0);
+  ASSERT_GE(n, ssize_t(internal::frame_header_size + 4));
+  auto h = internal::decode_header(frame);
+  EXPECT_EQ(h.type, uint16_t(internal::frame_type::refused));
+  EXPECT_EQ(load_be32(frame + internal::frame_header_size), uint32_t(status::unsupported_version));
+  EXPECT_EQ(p.connected.size(), 1u);
+  p.stop_all();
+}
+
+TEST(comch_control, sends_in_flight_fail_when_the_server_goes_away) {
+  // Separate engines, so the server can stop reading while the client keeps sending.
+  core::progress_engine server_engine(core::poll_mode::event),
+      client_engine(core::poll_mode::event);
+  std::string name = channel_name();
+  constexpr uint32_t big = 1u << 20;
+  constexpr int tasks = 16;
+  int done = 0;
+  std::vector<status> errors;
+  server srv(server_engine, {.name = name, .max_msg_size = big});
+  client cli(client_engine, {.name = name,
+                             .max_msg_size = big,
+                             .send_tasks = tasks,
+                             .on_send_done = [&](send_task& t) { ++done, t.free(); },
+                             .on_send_error =
+                                 [&](send_task& t) {
+                                   errors.push_back(t.result());
+                                   t.free();
+                                 }});
+  ASSERT_EQ(srv.start(), status::success);
+  ASSERT_EQ(cli.start(), status::success);
+  auto deadline = std::chrono::steady_clock::now() + wait_limit;
+  while (cli.state() != context_state::running && std::chrono::steady_clock::now() < deadline) {
+    bool busy = server_engine.progress() | client_engine.progress();
+    if (!busy) client_engine.wait(1ms);
+  }
+  ASSERT_EQ(cli.state(), context_state::running);
+  std::vector<uint8_t> payload(big, 0x42);
+  for (int i = 0; i < tasks; ++i)
+    ASSERT_EQ(cli.submit(*cli.allocate_send(payload)), status::success);
+  // 16 MiB cannot fit in the socket: most sends are still in flight when the server stops.
+  client_engine.progress();
+  srv.stop();
+  ASSERT_TRUE(
+      client_engine.run_until([&] { return cli.state() == context_state::idle; }, wait_limit));
+  EXPECT_EQ(done + int(errors.size()), tasks);
+  EXPECT_FALSE(errors.empty());
+  for (status e : errors) EXPECT_EQ(e, status::connection_reset);
+  EXPECT_EQ(cli.last_error(), status::connection_reset);
+}
+
+TEST(comch_control, bad_configuration_is_rejected) {
+  core::progress_engine engine(core::poll_mode::event);
+  auto code_of = [](auto&& make) {
+    try {
+      make();
+    } catch (const status_error& e) {
+      return e.code();
+    }
+    return status::success;
+  };
+  EXPECT_EQ(code_of([&] { server s(engine, {.name = ""}); }), status::bad_config);
+  EXPECT_EQ(code_of([&] { server s(engine, {.name = "x", .max_msg_size = 0}); }),
+            status::bad_config);
+  EXPECT_EQ(code_of([&] { client c(engine, {.name = "x", .recv_queue_size = 0}); }),
+            status::bad_config);
+  EXPECT_EQ(
+      code_of([&] { client c(engine, {.name = "x", .max_msg_size = max_msg_size_limit + 1}); }),
+      status::bad_config);
+}
+
+}  // namespace
+}  // namespace zc::comch::test
