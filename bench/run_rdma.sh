@@ -39,10 +39,17 @@ unset UCX_TLS UCX_NET_DEVICES
 WORK=$(mktemp -d /tmp/zc-bench-rdma-XXXXXX)
 RESULTS=$WORK/results
 : >"$RESULTS"
-PIDS=()
+PIDS=()  # background servers still running (only those: a pid is dropped once reaped)
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   rm -rf "$WORK"
+}
+reap() {  # reap PID: waits for a background server and forgets it
+  local rc=0 keep=() p
+  wait "$1" 2>/dev/null || rc=$?
+  for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+  PIDS=("${keep[@]}")
+  return $rc
 }
 trap cleanup EXIT
 
@@ -75,7 +82,7 @@ run_pair() {
     cat "$dir/client.err" "$dir/server.log" >&2 || true
     kill "$spid" 2>/dev/null || true
   fi
-  wait "$spid" 2>/dev/null || { [ $ok = 0 ] || echo "run_rdma.sh: $label server failed: $(cat "$dir/server.log")" >&2; }
+  reap "$spid" || { [ $ok = 0 ] || echo "run_rdma.sh: $label server failed: $(cat "$dir/server.log")" >&2; }
 }
 
 free_port() {
@@ -111,7 +118,7 @@ perftest() {
     echo "run_rdma.sh: ucx_perftest $test failed: $out" >&2
     kill "$spid" 2>/dev/null || true
   }
-  wait "$spid" 2>/dev/null || true
+  reap "$spid" || true
   # Final line: iterations, latency (percentile, average, overall), MB/s (avg, overall),
   # msg/s (avg, overall).
   echo "$out" | awk '/^ *[0-9]+ +[0-9.]+ +[0-9.]+/ { line = $0 } END { print line }'
@@ -275,9 +282,10 @@ these notes are not. This machine is shared: with other builds running, absolute
 rounds and marks the rows that disagreed. The findings below held in every run; the exact ratios did
 not.
 
-- **send/recv ping-pong (2-2.7x raw on both transports; not met)**: a zcstore send completes when the peer acknowledges delivery, so a ping-pong round
-  trip is four UCX active messages (ping, ack, pong, ack) where the raw tests use two. On tcp,
-  `strace -c` shows 2 `sendmsg` per round trip on each side instead of 1.
+- **send/recv ping-pong (about 2.2-2.9x raw on both transports; not met)**: a zcstore send completes
+  when the peer acknowledges delivery, so a ping-pong round trip is four UCX active messages (ping,
+  ack, pong, ack) where the raw tests use two. On tcp, `strace -c` shows 2 `sendmsg` per round trip on
+  each side instead of 1.
   - Two of those extra sends sit on the measured path. The responder's worker sends the ack for the
     ping at the end of its `poll()`, which is before the engine runs the receive callback that submits
     the pong. On the requester, the ack for the pong likewise goes out in the same progress pass,
@@ -298,8 +306,8 @@ not.
     semantics cannot match one for one. The raw UCP AM row has zcstore's shape (a window of 64 and one
     credit per receiving pass), so it is the like-for-like baseline.
   - tcp (met): the raw AM with window and credits got the same rate as zcstore in every diagnosis run
-    (148k against 153k msg/s in a quiet run, 27-41k against 32-36k under load). So the gap to ucp_am_bw comes from the acknowledged-window pattern
-    on this loopback, not from zcstore's code. Neither side is CPU-bound: with `--profile 1` the server
+    (148k against 153k msg/s in a quiet run, 27-41k against 32-36k under load). So the gap to
+    ucp_am_bw comes from the acknowledged-window pattern on this loopback, not from zcstore's code. Neither side is CPU-bound: with `--profile 1` the server
     spends at most 65% of its time in passes that do work, and the client, waiting for acks, spends
     less. The window barely matters (a window of 1 gives 24k, 200 gives 49k).
   - tcp stalls: the time goes to stalls, seen in the p99 of a single send, which reaches milliseconds.
@@ -308,29 +316,42 @@ not.
     ucp_am_bw streams one way and rides over them. perftest's ucp_am_lat shows the stalls too (over
     tcp: median 7.7 us, average 43 us).
   - shm (not met): zcstore reaches 0.4-0.5x the raw windowed AM rate (5.4M against 13.2M msg/s in a
-    quiet run). Both sides are CPU-bound, so this is
-    zcstore's work per message:
+    quiet run). Both sides are CPU-bound, so this is zcstore's work per message:
     - the receiver runs the whole-message AM callback, copies into the posted buffer, queues the
       completion, then runs the `std::function` callback and reposts the receive;
     - the sender allocates a task, fills the 32 B header, reads the clock for the deadline and pushes
       the task to a list;
     - the 96+ B message takes bcopy instead of short.
-- **read / write QD1 (met everywhere)**: each op is one request and one reply, the same message count
-  as UCX's emulated get. The owner's checks and bookkeeping cost about 0.1-0.2 us on shm.
-  - On tcp zcstore beats raw put+flush: an emulated put is acknowledged on its own and the flush is one
-    more request/reply pair (`strace`: 2 sends per op on each side, against 1 for a zcstore write).
-  - At 64 KiB zcstore's active-message rendezvous moves the data in one piece (about 3 syscalls per op
-    on each side over tcp). Emulated get/put split it into ≤8 KiB bcopy fragments (9 `sendto` per
+- **read / write QD1**: each op is one request and one reply, the same message count as UCX's
+  emulated get. The owner's checks and bookkeeping cost about 0.1-0.2 us on shm.
+  - tcp (met with margin): zcstore beats raw put+flush. An emulated put is acknowledged on its own and
+    the flush is one more request/reply pair (`strace`: 2 sends per op on each side, against 1 for a
+    zcstore write).
+  - tcp at 64 KiB: zcstore's active-message rendezvous moves the data in one piece (about 3 syscalls
+    per op on each side). Emulated get/put split it into ≤8 KiB bcopy fragments (9 `sendto` per
     64 KiB get on the target).
-- **QD32 (met, but the noisiest rows)**: raw drains its 32 operations and pays a flush round trip per
-  window, so its queue runs as a sawtooth. zcstore keeps 32 ops in flight all the time, which is why
-  it usually comes out ahead.
-  - Raw's rate swings most with machine load: shm get 4 KiB ran from 0.95M to 2.9M op/s between runs.
-  - When a run is hit by load, zcstore can fall below raw on shm. At 4 KiB both sides are then
-    CPU-bound (`--profile 1`: the owner spends about 99% and the requester about 92% of its time in
-    passes that do work).
-  - Both copy the same bytes: the owner copies 4 KiB into the shm FIFO and the requester copies it
-    out. So the cost that remains is zcstore's CPU work per op:
+  - shm at 64 KiB (flips between met and not met from run to run): zcstore's 64 KiB goes by rendezvous
+    (RTS, then RTR, then the data, then zcstore's ack). With peer error handling CMA is not used
+    (`strace` shows no `process_vm_readv`), so the data still goes through the shm FIFO, one round trip
+    behind the eager fragments of an emulated get/put.
+  - In alternating 1 s runs, raw 64 KiB get took 3.9-6.9 us against 4.7-8.1 us for a zcstore read.
+    Raw put+flush alternates between a fast mode of about 3.9 us and about 6.5 us; the zcstore write
+    stays at 6.6-7.9 us. So the 64 KiB write is the one QD1 row that is behind, up to 1.9x when raw
+    runs in its fast mode. The fast mode could not be tied to anything the benchmark controls (vCPU
+    placement on the host is a guess). Making the 64 KiB send eager (UCX_RNDV_THRESH=inf) did not help
+    zcstore: write 7.8 us, read 5.4-8.4 us.
+- **QD32**: raw drains its 32 operations and pays a flush round trip per window, so its queue runs as
+  a sawtooth. zcstore keeps 32 ops in flight all the time.
+  - tcp (met; 2x raw at 64 KiB, where the flush round trip and the fragmenting both count).
+  - shm: these are the noisiest rows. Across the recorded runs the ratio ran from 0.57x to 4x,
+    because raw's drain-and-flush sawtooth suffers more from interference. Run back to back, the two
+    are about level: raw put QD32 4 KiB gave 1.87-3.15M op/s against zcstore write 1.83-2.37M op/s in
+    four alternating runs, so the 4 KiB write row flips between met and not met. The 64 KiB write row
+    follows the QD1 write: 9-16 GB/s for zcstore against up to 18 GB/s for raw in its fast mode.
+  - At 4 KiB on shm both sides are CPU-bound (`--profile 1`: the owner spends about 99% and the
+    requester about 92% of its time in passes that do work). Both copy the same bytes: the owner copies
+    4 KiB into the shm FIFO and the requester copies it out. So the cost that remains is zcstore's CPU
+    work per op:
     - the reply object is queued and sent after the progress loop, with a completion callback;
     - the export table costs two seq_cst atomic read-modify-writes per op. The release comes right
       after the 4 KiB copy into shared memory and waits for that copy's stores to drain: about 10% of
@@ -339,10 +360,6 @@ not.
     - `steady_clock::now()` once per submit (the deadline) and once or twice per progress pass (the
       same-host peer liveness check plus the deadline scan). Each call costs about 30 ns of CPU in
       this VM, about 11% of the requester's samples at QD32 and about half of an idle busy-poll loop.
-  - shm at 64 KiB: zcstore's write is a UCX AM rendezvous (RTS, then RTR, then the data). With peer
-    error handling CMA is not used (`strace` shows no `process_vm_readv`), so the data still goes
-    through the shm FIFO, behind a handshake an eager emulated put does not pay. In quiet runs the
-    two came out even (about 16 GB/s against 9-18 GB/s for raw).
 - **event mode (information only)**: the guest kernel halt-polls an idle vCPU for up to 200 us
   (`haltpoll`) before it halts. So a peer that went to sleep a moment ago wakes in about a microsecond
   (shm: 1.5 us against 0.95 us busy). A peer that has been idle longer pays the 70-100 us wake-up that
