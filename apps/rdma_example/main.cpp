@@ -33,7 +33,8 @@ void write_file(const fs::path& path, const std::vector<uint8_t>& bytes) {
   fs::path tmp = path;
   tmp += ".tmp";
   std::ofstream(tmp, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
   fs::rename(tmp, path);
 }
 
@@ -60,7 +61,8 @@ int responder(core::progress_engine& engine, const core::device& device, const f
   std::vector<uint8_t> inbox(256, 0);
   auto exported = core::memory_map::wrap(memory.data(), memory.size(),
                                          core::access::local_read_write | core::rdma_all);
-  auto inbox_map = core::memory_map::wrap(inbox.data(), inbox.size(), core::access::local_read_write);
+  auto inbox_map =
+      core::memory_map::wrap(inbox.data(), inbox.size(), core::access::local_read_write);
   core::buffer_inventory inventory(4);
   rdma::context ctx(engine, device);
   bool received = false;
@@ -74,8 +76,9 @@ int responder(core::progress_engine& engine, const core::device& device, const f
   ctx.start();
   write_file(dir / "responder.conn", ctx.export_connection());
   write_file(dir / "responder.mem", exported->export_rdma());
-  std::printf("responder: exported %zu bytes of memory and its connection; waiting for the requester\n",
-              region_size);
+  std::printf(
+      "responder: exported %zu bytes of memory and its connection; waiting for the requester\n",
+      region_size);
   ctx.connect(wait_for_file(dir / "requester.conn"));
   rdma::receive_task* recv = nullptr;
   core::buffer* buf = nullptr;
@@ -84,13 +87,16 @@ int responder(core::progress_engine& engine, const core::device& device, const f
   recv->set_dst(*buf);
   throw_if_failed(ctx.submit(*recv), "post receive");
   std::printf("responder: connected, receive posted\n");
-  run(engine, [&] { return received; }, "the requester's message");
+  run(
+      engine, [&] { return received; }, "the requester's message");
   throw_if_failed(result, "receive failed");
   std::printf("responder: received %zu-byte message: \"%.*s\"\n", recv->received_length(),
               static_cast<int>(recv->received_length()), reinterpret_cast<char*>(inbox.data()));
   std::printf("responder: my memory now starts with: \"%s\"\n",
               reinterpret_cast<char*>(memory.data()));
-  run(engine, [&] { return ctx.state() != core::context_state::running; }, "the requester to leave");
+  run(
+      engine, [&] { return ctx.state() != core::context_state::running; },
+      "the requester to leave");
   std::printf("responder: requester disconnected; done\n");
   recv->free();
   return 0;
@@ -128,7 +134,8 @@ int requester(core::progress_engine& engine, const core::device& device, const f
   write->set(*src, *dst);
   auto t0 = std::chrono::steady_clock::now();
   throw_if_failed(ctx.submit(*write), "submit write");
-  run(engine, [&] { return completed == 1; }, "the write");
+  run(
+      engine, [&] { return completed == 1; }, "the write");
   throw_if_failed(result, "write failed");
   auto t1 = std::chrono::steady_clock::now();
   std::printf("requester: wrote %zu bytes into the responder's memory (%.1f us, acknowledged)\n",
@@ -139,7 +146,8 @@ int requester(core::progress_engine& engine, const core::device& device, const f
   throw_if_failed(ctx.allocate(core::make_user_data(0), read), "allocate read");
   read->set(*dst, *back);
   throw_if_failed(ctx.submit(*read), "submit read");
-  run(engine, [&] { return completed == 2; }, "the read");
+  run(
+      engine, [&] { return completed == 2; }, "the read");
   throw_if_failed(result, "read failed");
   bool same = std::memcmp(memory.data() + 2048, text.c_str(), text.size() + 1) == 0;
   std::printf("requester: read %zu bytes back: %s\n", back->data_length(),
@@ -153,7 +161,8 @@ int requester(core::progress_engine& engine, const core::device& device, const f
   throw_if_failed(ctx.allocate(core::make_user_data(0), send), "allocate send");
   send->set_src(*msg);
   throw_if_failed(ctx.submit(*send), "submit send");
-  run(engine, [&] { return completed == 3; }, "the send");
+  run(
+      engine, [&] { return completed == 3; }, "the send");
   throw_if_failed(result, "send failed");
   std::printf("requester: message delivered into the responder's posted receive\n");
   write->free();
@@ -170,10 +179,15 @@ int main(int argc, char** argv) {
   std::string role;
   std::string dir;
   std::string device = "auto";
-  cli.app().add_option("role", role, "responder | requester")->required()->check(
-      CLI::IsMember({"responder", "requester"}));
-  cli.app().add_option("--dir", dir, "Folder where the two sides leave their descriptors")->required();
-  cli.app().add_option("-d,--device", device, "auto | tcp | sm | interface | RDMA device")
+  cli.app()
+      .add_option("role", role, "responder | requester")
+      ->required()
+      ->check(CLI::IsMember({"responder", "requester"}));
+  cli.app()
+      .add_option("--dir", dir, "Folder where the two sides leave their descriptors")
+      ->required();
+  cli.app()
+      .add_option("-d,--device", device, "auto | tcp | sm | interface | RDMA device")
       ->capture_default_str();
   if (auto code = cli.parse(argc, argv)) return *code;
   core::install_stop_signal_handlers();
