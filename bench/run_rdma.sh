@@ -315,8 +315,8 @@ not.
     ran about 120 times per CPU in a 3 s run), and a window that waits for acks stops during each stall.
     ucp_am_bw streams one way and rides over them. perftest's ucp_am_lat shows the stalls too (over
     tcp: median 7.7 us, average 43 us).
-  - shm (not met): zcstore reaches 0.4-0.5x the raw windowed AM rate (5.4M against 13.2M msg/s in a
-    quiet run). Both sides are CPU-bound, so this is zcstore's work per message:
+  - shm (not met): zcstore reaches 0.35-0.6x the raw windowed AM rate across runs (for example 5.4M
+    against 13.2M msg/s). Both sides are CPU-bound, so this is zcstore's work per message:
     - the receiver runs the whole-message AM callback, copies into the posted buffer, queues the
       completion, then runs the `std::function` callback and reposts the receive;
     - the sender allocates a task, fills the 32 B header, reads the clock for the deadline and pushes
@@ -330,24 +330,26 @@ not.
   - tcp at 64 KiB: zcstore's active-message rendezvous moves the data in one piece (about 3 syscalls
     per op on each side). Emulated get/put split it into ≤8 KiB bcopy fragments (9 `sendto` per
     64 KiB get on the target).
-  - shm at 64 KiB (flips between met and not met from run to run): zcstore's 64 KiB goes by rendezvous
-    (RTS, then RTR, then the data, then zcstore's ack). With peer error handling CMA is not used
-    (`strace` shows no `process_vm_readv`), so the data still goes through the shm FIFO, one round trip
-    behind the eager fragments of an emulated get/put.
-  - In alternating 1 s runs, raw 64 KiB get took 3.9-6.9 us against 4.7-8.1 us for a zcstore read.
-    Raw put+flush alternates between a fast mode of about 3.9 us and about 6.5 us; the zcstore write
-    stays at 6.6-7.9 us. So the 64 KiB write is the one QD1 row that is behind, up to 1.9x when raw
-    runs in its fast mode. The fast mode could not be tied to anything the benchmark controls (vCPU
-    placement on the host is a guess). Making the 64 KiB send eager (UCX_RNDV_THRESH=inf) did not help
-    zcstore: write 7.8 us, read 5.4-8.4 us.
+  - shm at 64 KiB (read or write, QD1 and QD32; flips between met and not met from run to run):
+    zcstore's 64 KiB goes by rendezvous (RTS, then RTR, then the data, then zcstore's ack). With peer
+    error handling CMA is not used (`strace` shows no `process_vm_readv`), so the data still goes
+    through the shm FIFO, one round trip behind the eager fragments of an emulated get/put.
+  - Raw's 64 KiB get and put both have a fast mode that they reach in some runs and not in others:
+    about 3.8 us at QD1 and 17-21 GB/s at QD32, against about 6-7 us otherwise. zcstore stayed at
+    4.6-8 us and 9-17 GB/s.
+  - When raw is in its fast mode, zcstore is up to 1.9x behind at QD1 and down to 0.5-0.6x at QD32,
+    on the read rows in one run and on the write rows in the next. The fast mode could not be tied to
+    anything the benchmark controls (vCPU placement on the host is a guess).
+  - Making the 64 KiB send eager (UCX_RNDV_THRESH=inf) did not help zcstore: write 7.8 us, read
+    5.4-8.4 us.
 - **QD32**: raw drains its 32 operations and pays a flush round trip per window, so its queue runs as
   a sawtooth. zcstore keeps 32 ops in flight all the time.
   - tcp (met; 2x raw at 64 KiB, where the flush round trip and the fragmenting both count).
-  - shm: these are the noisiest rows. Across the recorded runs the ratio ran from 0.57x to 4x,
-    because raw's drain-and-flush sawtooth suffers more from interference. Run back to back, the two
-    are about level: raw put QD32 4 KiB gave 1.87-3.15M op/s against zcstore write 1.83-2.37M op/s in
-    four alternating runs, so the 4 KiB write row flips between met and not met. The 64 KiB write row
-    follows the QD1 write: 9-16 GB/s for zcstore against up to 18 GB/s for raw in its fast mode.
+  - shm: these are the noisiest rows. Across the recorded runs the ratio ran from 0.5x to 4x,
+    because raw's drain-and-flush sawtooth suffers more from interference, and at 64 KiB raw has its
+    fast mode (see QD1). Run back to back, the two are about level at 4 KiB: raw put QD32 gave
+    1.87-3.15M op/s against 1.83-2.37M op/s for a zcstore write in four alternating runs. So the
+    4 KiB rows flip between met and not met too.
   - At 4 KiB on shm both sides are CPU-bound (`--profile 1`: the owner spends about 99% and the
     requester about 92% of its time in passes that do work). Both copy the same bytes: the owner copies
     4 KiB into the shm FIFO and the requester copies it out. So the cost that remains is zcstore's CPU
