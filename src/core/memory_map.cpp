@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -37,6 +38,19 @@ std::string os_error(const char* what) {
 }
 
 }  // namespace
+
+// What a map shares with its RDMA exports: the mapping the map owns, if any, unmapped only when
+// the map and every export still draining claims have let go (each export's release action holds
+// a reference), and how many of its exports have not yet drained.
+struct internal::rdma_export_owner {
+  uint8_t* mapping = nullptr;
+  size_t mapping_length = 0;
+  std::atomic<uint32_t> undrained{0};
+
+  ~rdma_export_owner() {
+    if (mapping != nullptr) munmap(mapping, mapping_length);
+  }
+};
 
 uint64_t process_token() noexcept {
   static const uint64_t token = [] {
@@ -82,7 +96,18 @@ std::unique_ptr<memory_map> memory_map::allocate(size_t length, access permissio
 
 memory_map::~memory_map() {
   withdraw_rdma_export();
-  if (owns_mapping_) munmap(data_, page_round(size_));
+  if (export_owner_ != nullptr) {
+    // Ever RDMA-exported: the mapping (if the map owns one) now belongs to export_owner_, which
+    // unmaps it once this map and every export still draining have let go.
+    if (export_owner_->undrained.load(std::memory_order_acquire) != 0 && !owns_mapping_)
+      ZC_SDK_LOG_ERROR(
+          "memory map {}+{} destroyed while a peer's RDMA transfer still holds it; its memory "
+          "must outlive the transfer: stop the rdma contexts before freeing wrapped memory",
+          static_cast<const void*>(data_), size_);
+    export_owner_.reset();
+  } else if (owns_mapping_) {
+    munmap(data_, page_round(size_));
+  }
   if (memfd_ >= 0) close(memfd_);
 }
 
@@ -167,16 +192,39 @@ std::unique_ptr<memory_map> memory_map::import_pci(std::span<const uint8_t> blob
   return map;
 }
 
-// RDMA export payload: u64 owner token, u64 export id, u64 base, u64 length, u32 access.
+// RDMA export payload (docs/FORMATS.md §5): u64 owner token, u64 export id, u64 key, u64 base,
+// u64 length, u32 access.
 std::vector<uint8_t> memory_map::export_rdma() {
   if (is_remote()) throw status_error(status::not_supported, "a remote map cannot be re-exported");
   if ((static_cast<uint32_t>(permissions_) & static_cast<uint32_t>(rdma_all)) == 0)
     throw status_error(status::not_permitted, "memory map lacks RDMA access; cannot export it");
-  if (export_slot_ == 0) export_slot_ = export_table::add(data_, size_, permissions_);
+  if (export_slot_ == 0) {
+    if (export_owner_ == nullptr) {
+      export_owner_ = std::make_shared<internal::rdma_export_owner>();
+      if (owns_mapping_) {
+        export_owner_->mapping = data_;
+        export_owner_->mapping_length = page_round(size_);
+      }
+    }
+    export_owner_->undrained.fetch_add(1, std::memory_order_relaxed);
+    try {
+      // Runs once this export is withdrawn and drained, on the thread that drops its last claim.
+      auto e = export_table::add(data_, size_, permissions_, [owner = export_owner_]() mutable {
+        owner->undrained.fetch_sub(1, std::memory_order_release);
+        owner.reset();  // the last reference unmaps
+      });
+      export_slot_ = e.id;
+      export_key_ = e.key;
+    } catch (...) {
+      export_owner_->undrained.fetch_sub(1, std::memory_order_relaxed);
+      throw;
+    }
+  }
   std::vector<uint8_t> payload;
   byte_writer w(payload);
   w.u64(process_token());
   w.u64(export_slot_);
+  w.u64(export_key_);
   w.u64(reinterpret_cast<uintptr_t>(data_));
   w.u64(size_);
   w.u32(static_cast<uint32_t>(permissions_));
@@ -187,6 +235,7 @@ void memory_map::withdraw_rdma_export() noexcept {
   if (export_slot_ == 0) return;
   export_table::remove(export_slot_);
   export_slot_ = 0;
+  export_key_ = 0;
 }
 
 std::unique_ptr<memory_map> memory_map::import_rdma(std::span<const uint8_t> blob) {
@@ -196,11 +245,12 @@ std::unique_ptr<memory_map> memory_map::import_rdma(std::span<const uint8_t> blo
   remote_region remote;
   remote.owner_token = r.u64();
   remote.export_id = r.u64();
+  remote.key = r.u64();
   remote.base = r.u64();
   remote.length = r.u64();
   remote.permissions = static_cast<access>(r.u32());
-  if (!r.ok() || r.remaining() != 0 || remote.export_id == 0 || remote.length == 0 ||
-      remote.base + remote.length < remote.base)
+  if (!r.ok() || r.remaining() != 0 || remote.export_id == 0 || remote.key == 0 ||
+      remote.length == 0 || remote.base + remote.length < remote.base)
     throw status_error(status::invalid_value, "malformed RDMA export blob");
   std::unique_ptr<memory_map> map(new memory_map());
   map->remote_ = remote;

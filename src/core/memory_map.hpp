@@ -15,6 +15,9 @@
 #include "core/status.hpp"
 
 namespace zc::core {
+namespace internal {
+struct rdma_export_owner;
+}
 
 // DOCA's doca_access_flag values.
 enum class access : uint32_t {
@@ -37,7 +40,8 @@ inline constexpr access rdma_all = access::rdma_read | access::rdma_write | acce
 // What an RDMA export names: memory that lives in another process.
 struct remote_region {
   uint64_t owner_token = 0;  // the exporting process instance
-  uint64_t export_id = 0;    // its export table entry (slot + generation)
+  uint64_t export_id = 0;    // its export table entry (slot + generation); not secret
+  uint64_t key = 0;          // that export's own random key: only its blob carries it
   uint64_t base = 0;         // the exporter's address of byte 0
   uint64_t length = 0;
   access permissions = access::local_read_only;
@@ -45,7 +49,11 @@ struct remote_region {
 
 class memory_map {
  public:
-  // Memory the caller owns and keeps alive longer than the map.
+  // Memory the caller owns and keeps alive longer than the map. If it is RDMA-exported, a peer's
+  // transfer in progress may still hold it after the map is withdrawn or destroyed (withdrawal
+  // does not wait): stop every rdma context that serves peers on it before freeing the memory.
+  // A map destroyed while such a claim is live logs an error. Memory the map owns (allocate,
+  // import_pci) needs none of this: it stays mapped until the last claim on it is released.
   static std::unique_ptr<memory_map> wrap(void* addr, size_t length, access permissions);
   // Zeroed, page-aligned memory from a memfd, owned by the map; the only kind export_pci takes.
   static std::unique_ptr<memory_map> allocate(size_t length, access permissions);
@@ -62,9 +70,12 @@ class memory_map {
   // PCI export of allocate()d memory with a pci_* permission; throws not_permitted otherwise.
   std::vector<uint8_t> export_pci() const;
   // RDMA export of local memory with an rdma_* permission. The first call enters the map in the
-  // process's export table; peers lose access when the map is withdrawn or destroyed.
+  // process's export table under a fresh random key, which only this blob carries: hand it only
+  // to peers that may reach this map. Peers lose access when the map is withdrawn or destroyed.
   std::vector<uint8_t> export_rdma();
-  // Ends the RDMA export: later requests from peers fail with not_found.
+  // Ends the RDMA export at once, without waiting: later requests from peers fail with
+  // not_found; transfers already under way finish (see wrap()). A later export_rdma() is a new
+  // export with a new id and key.
   void withdraw_rdma_export() noexcept;
   bool rdma_exported() const noexcept { return export_slot_ != 0; }
 
@@ -89,6 +100,8 @@ class memory_map {
   bool owns_mapping_ = false;
   std::string memfd_token_;  // random name proving a PCI import maps the right memfd
   uint64_t export_slot_ = 0;
+  uint64_t export_key_ = 0;
+  std::shared_ptr<internal::rdma_export_owner> export_owner_;  // shared with draining exports
   remote_region remote_;
 };
 

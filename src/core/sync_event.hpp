@@ -1,6 +1,8 @@
 // zc::core::sync_event, DOCA's doca_sync_event: a 64-bit counter that peers may get, set and add
 // to through the rdma layer. It is an 8-byte RDMA-exported memory map with read, write and atomic
-// access, so it shares the export table's lifetime and permission checks.
+// access, so it shares the export table's lifetime and permission checks. The counter lives in
+// memory the map owns, so a peer's operation still in progress when the event is destroyed
+// finishes on valid memory.
 // Thread rules: value() and the local operations are safe from any thread.
 #pragma once
 
@@ -27,8 +29,8 @@ class sync_event {
   memory_map& map() noexcept { return *map_; }
 
  private:
-  std::unique_ptr<uint64_t> counter_;
   std::unique_ptr<memory_map> map_;
+  uint64_t* counter_;  // in map_'s memory
 };
 
 }  // namespace zc::core

@@ -335,7 +335,7 @@ status context::post_remote(task& t, task_kind kind, op code, const core::memory
   h.flags = flags;
   h.status = 0;
   h.id = t.wire_id_;
-  h.owner_token = region.owner_token;
+  h.export_key = region.key;
   h.export_id = region.export_id;
   h.offset = remote_address - region.base;
   h.length = length;
@@ -658,7 +658,7 @@ int context::on_write(const wire_header& h, void* data, size_t length, bool rend
   } else if (length != h.length) {
     result = status::invalid_value;
   } else {
-    result = core::export_table::acquire(h.owner_token, h.export_id, h.offset, h.length,
+    result = core::export_table::acquire(h.export_id, h.export_key, h.offset, h.length,
                                          access::rdma_write, claim);
   }
   receive_task* receive = nullptr;
@@ -728,7 +728,7 @@ void context::reply_landed(internal::reply* r, int ucs_status) noexcept {
 void context::on_read(const wire_header& h) {
   core::export_table::claim claim;
   status result = core::has(permissions_, access::rdma_read)
-                      ? core::export_table::acquire(h.owner_token, h.export_id, h.offset, h.length,
+                      ? core::export_table::acquire(h.export_id, h.export_key, h.offset, h.length,
                                                     access::rdma_read, claim)
                       : status::not_permitted;
   wire_header reply{};
@@ -751,7 +751,7 @@ void context::on_read(const wire_header& h) {
 void context::on_atomic(const wire_header& h) {
   core::export_table::claim claim;
   status result = core::has(permissions_, access::rdma_atomic)
-                      ? core::export_table::acquire(h.owner_token, h.export_id, h.offset,
+                      ? core::export_table::acquire(h.export_id, h.export_key, h.offset,
                                                     sizeof(uint64_t), access::rdma_atomic, claim)
                       : status::not_permitted;
   if (ok(result) && reinterpret_cast<uintptr_t>(claim.data()) % alignof(uint64_t) != 0)

@@ -38,7 +38,7 @@ struct wire_header {
   uint32_t immediate;
   uint32_t reserved;
   // Remote-memory operations only:
-  uint64_t owner_token;
+  uint64_t export_key;  // the export's own key, from its blob
   uint64_t export_id;
   uint64_t offset;
   uint64_t length;
@@ -47,7 +47,7 @@ struct wire_header {
 };
 
 // Sends and acks carry only the first part of the header.
-inline constexpr size_t short_header_size = offsetof(wire_header, owner_token);
+inline constexpr size_t short_header_size = offsetof(wire_header, export_key);
 inline constexpr size_t full_header_size = sizeof(wire_header);
 
 inline constexpr size_t header_size_for(op code) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,10 +36,13 @@ constexpr size_t pci_fd_offset = 4;
 constexpr size_t pci_token_offset = 8;
 constexpr size_t pci_length_offset = 40;
 constexpr size_t pci_access_offset = 48;
-// RDMA export payload layout: u64 owner token, u64 export id, u64 base, u64 length, u32 access.
+// RDMA export payload layout: u64 owner token, u64 export id, u64 key, u64 base, u64 length,
+// u32 access.
 constexpr size_t rdma_id_offset = 8;
-constexpr size_t rdma_base_offset = 16;
-constexpr size_t rdma_length_offset = 24;
+constexpr size_t rdma_key_offset = 16;
+constexpr size_t rdma_base_offset = 24;
+constexpr size_t rdma_length_offset = 32;
+constexpr size_t rdma_payload_size = 44;
 
 template <typename F>
 status thrown_status(F&& f) {
@@ -193,6 +197,8 @@ TEST(memory_map, rdma_export_and_import_round_trip) {
   EXPECT_TRUE(remote->is_remote());
   EXPECT_EQ(remote->remote().owner_token, process_token());
   EXPECT_NE(remote->remote().export_id, 0u);
+  EXPECT_NE(remote->remote().key, 0u);
+  EXPECT_EQ(payload_of(blob, blob_kind::rdma_memory).size(), rdma_payload_size);
   EXPECT_EQ(remote->remote().base, reinterpret_cast<uintptr_t>(memory.data()));
   EXPECT_EQ(remote->remote().length, memory.size());
   EXPECT_EQ(remote->remote().permissions, perms);
@@ -208,7 +214,7 @@ TEST(memory_map, rdma_export_names_a_live_export_table_entry) {
   auto remote = memory_map::import_rdma(map->export_rdma());
   const remote_region& r = remote->remote();
   export_table::claim claim;
-  ASSERT_EQ(export_table::acquire(r.owner_token, r.export_id, 16, 32, access::rdma_write, claim),
+  ASSERT_EQ(export_table::acquire(r.export_id, r.key, 16, 32, access::rdma_write, claim),
             status::success);
   EXPECT_EQ(claim.data(), memory.data() + 16);
 }
@@ -219,6 +225,56 @@ TEST(memory_map, exporting_twice_gives_the_same_export) {
   auto first = memory_map::import_rdma(map->export_rdma());
   auto second = memory_map::import_rdma(map->export_rdma());
   EXPECT_EQ(first->remote().export_id, second->remote().export_id);
+  EXPECT_EQ(first->remote().key, second->remote().key);
+}
+
+TEST(memory_map, each_rdma_export_has_its_own_key) {
+  std::vector<uint8_t> memory(128);
+  auto one = memory_map::wrap(memory.data(), 64, access::rdma_read);
+  auto two = memory_map::wrap(memory.data() + 64, 64, access::rdma_read);
+  auto a = memory_map::import_rdma(one->export_rdma());
+  auto b = memory_map::import_rdma(two->export_rdma());
+  EXPECT_NE(a->remote().key, b->remote().key);
+  EXPECT_NE(a->remote().export_id, b->remote().export_id);
+  // One export's key does not open the other.
+  export_table::claim claim;
+  EXPECT_EQ(
+      export_table::acquire(b->remote().export_id, a->remote().key, 0, 8, access::rdma_read, claim),
+      status::not_permitted);
+  EXPECT_EQ(
+      export_table::acquire(b->remote().export_id, b->remote().key, 0, 8, access::rdma_read, claim),
+      status::success);
+}
+
+TEST(memory_map, rdma_blob_with_a_tampered_key_gets_no_access) {
+  std::vector<uint8_t> memory(64);
+  auto map = memory_map::wrap(memory.data(), memory.size(), access::rdma_read);
+  auto payload = payload_of(map->export_rdma(), blob_kind::rdma_memory);
+  // Re-framed with a correct checksum: the frame is fine, the key is not.
+  payload[rdma_key_offset + 7] ^= 0x01;
+  auto forged = memory_map::import_rdma(frame_blob(blob_kind::rdma_memory, payload));
+  const remote_region& r = forged->remote();
+  export_table::claim claim;
+  EXPECT_EQ(export_table::acquire(r.export_id, r.key, 0, 8, access::rdma_read, claim),
+            status::not_permitted);
+  EXPECT_FALSE(claim);
+}
+
+// What a holder of one export blob could try: keep its key, name another export's id (ids are
+// small and predictable). Before keys, the process-wide token in every blob let this through.
+TEST(memory_map, rdma_blob_naming_another_export_gets_no_access) {
+  std::vector<uint8_t> a(64), b(64);
+  auto given = memory_map::wrap(a.data(), a.size(), access::rdma_read);
+  auto other = memory_map::wrap(b.data(), b.size(), access::rdma_read);
+  auto payload = payload_of(given->export_rdma(), blob_kind::rdma_memory);
+  const uint64_t other_id = memory_map::import_rdma(other->export_rdma())->remote().export_id;
+  store_be64(payload.data() + rdma_id_offset, other_id);
+  store_be64(payload.data() + rdma_base_offset, reinterpret_cast<uintptr_t>(b.data()));
+  auto forged = memory_map::import_rdma(frame_blob(blob_kind::rdma_memory, payload));
+  const remote_region& r = forged->remote();
+  export_table::claim claim;
+  EXPECT_EQ(export_table::acquire(r.export_id, r.key, 0, 8, access::rdma_read, claim),
+            status::not_permitted);
 }
 
 TEST(memory_map, rdma_export_without_rdma_access_is_not_permitted) {
@@ -255,12 +311,15 @@ TEST(memory_map, withdrawn_export_is_not_found) {
   EXPECT_FALSE(map->rdma_exported());
   const remote_region& r = remote->remote();
   export_table::claim claim;
-  EXPECT_EQ(export_table::acquire(r.owner_token, r.export_id, 0, 8, access::rdma_read, claim),
+  EXPECT_EQ(export_table::acquire(r.export_id, r.key, 0, 8, access::rdma_read, claim),
             status::not_found);
-  // A new export of the same map is a new entry; the old id stays dead.
+  // A new export of the same map is a new entry with a new key; the old id stays dead.
   auto again = memory_map::import_rdma(map->export_rdma());
   EXPECT_NE(again->remote().export_id, r.export_id);
-  EXPECT_EQ(export_table::acquire(r.owner_token, r.export_id, 0, 8, access::rdma_read, claim),
+  EXPECT_NE(again->remote().key, r.key);
+  EXPECT_EQ(export_table::acquire(r.export_id, r.key, 0, 8, access::rdma_read, claim),
+            status::not_found);
+  EXPECT_EQ(export_table::acquire(r.export_id, again->remote().key, 0, 8, access::rdma_read, claim),
             status::not_found);
 }
 
@@ -271,8 +330,98 @@ TEST(memory_map, destroyed_map_is_no_longer_exported) {
   map.reset();
   const remote_region& r = remote->remote();
   export_table::claim claim;
-  EXPECT_EQ(export_table::acquire(r.owner_token, r.export_id, 0, 8, access::rdma_read, claim),
+  EXPECT_EQ(export_table::acquire(r.export_id, r.key, 0, 8, access::rdma_read, claim),
             status::not_found);
+}
+
+// ---- RDMA export lifetime: withdraw at once, free when drained ---------------------------------
+
+// Whether the page holding p is mapped in this process.
+bool mapped(const void* p) {
+  const uintptr_t page = static_cast<uintptr_t>(getpagesize());
+  void* start = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) / page * page);
+  return msync(start, page, MS_ASYNC) == 0;
+}
+
+TEST(memory_map, destroyed_map_stays_mapped_until_the_last_claim_is_released) {
+  auto map = memory_map::allocate(4096, access::local_read_write | access::rdma_write);
+  auto remote = memory_map::import_rdma(map->export_rdma());
+  const remote_region& r = remote->remote();
+  export_table::claim claim;
+  ASSERT_EQ(export_table::acquire(r.export_id, r.key, 0, 64, access::rdma_write, claim),
+            status::success);
+  uint8_t* p = claim.data();
+
+  const auto start = std::chrono::steady_clock::now();
+  map.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s) << "destruction waited for the claim";
+  export_table::claim late;
+  EXPECT_EQ(export_table::acquire(r.export_id, r.key, 0, 64, access::rdma_write, late),
+            status::not_found);
+  ASSERT_TRUE(mapped(p)) << "memory unmapped under a live claim";
+  p[0] = 0x5A;  // the transfer in progress finishes on valid memory
+  EXPECT_EQ(p[0], 0x5A);
+
+  claim.reset();  // the last claim: the memory goes now
+  EXPECT_FALSE(mapped(p));
+}
+
+TEST(memory_map, destroyed_map_without_claims_is_unmapped_at_once) {
+  auto map = memory_map::allocate(4096, access::local_read_write | access::rdma_write);
+  map->export_rdma();
+  const uint8_t* p = map->data();
+  map.reset();
+  EXPECT_FALSE(mapped(p));
+}
+
+TEST(memory_map, withdrawn_export_still_claimed_keeps_memory_after_the_map_is_gone) {
+  auto map = memory_map::allocate(4096, access::local_read_write | access::rdma_read);
+  auto first = memory_map::import_rdma(map->export_rdma());
+  export_table::claim claim;
+  ASSERT_EQ(export_table::acquire(first->remote().export_id, first->remote().key, 0, 8,
+                                  access::rdma_read, claim),
+            status::success);
+  const auto start = std::chrono::steady_clock::now();
+  map->withdraw_rdma_export();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  auto second = memory_map::import_rdma(map->export_rdma());  // a new export meanwhile
+  EXPECT_NE(second->remote().export_id, first->remote().export_id);
+  const uint8_t* p = claim.data();
+  map.reset();
+  EXPECT_TRUE(mapped(p)) << "the first export's claim lost its memory";
+  claim.reset();
+  EXPECT_FALSE(mapped(p));
+}
+
+TEST(memory_map, wrapped_map_destroyed_with_a_live_claim_logs_an_error) {
+  std::vector<uint8_t> memory(64);
+  auto map = memory_map::wrap(memory.data(), memory.size(), access::rdma_read);
+  auto remote = memory_map::import_rdma(map->export_rdma());
+  export_table::claim claim;
+  ASSERT_EQ(export_table::acquire(remote->remote().export_id, remote->remote().key, 0, 8,
+                                  access::rdma_read, claim),
+            status::success);
+  testing::internal::CaptureStdout();
+  map.reset();
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("error"), std::string::npos) << out;
+  EXPECT_NE(out.find("stop the rdma contexts"), std::string::npos) << out;
+  claim.reset();
+}
+
+TEST(memory_map, wrapped_map_destroyed_without_claims_logs_nothing) {
+  std::vector<uint8_t> memory(64);
+  auto map = memory_map::wrap(memory.data(), memory.size(), access::rdma_read);
+  auto remote = memory_map::import_rdma(map->export_rdma());
+  {
+    export_table::claim claim;
+    ASSERT_EQ(export_table::acquire(remote->remote().export_id, remote->remote().key, 0, 8,
+                                    access::rdma_read, claim),
+              status::success);
+  }
+  testing::internal::CaptureStdout();
+  map.reset();
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
 }
 
 TEST(memory_map, malformed_rdma_blob_is_refused) {
@@ -287,6 +436,9 @@ TEST(memory_map, malformed_rdma_blob_is_refused) {
   auto zero_id = payload;
   store_be64(zero_id.data() + rdma_id_offset, 0);
   EXPECT_EQ(import_with(zero_id), status::invalid_value);
+  auto zero_key = payload;
+  store_be64(zero_key.data() + rdma_key_offset, 0);
+  EXPECT_EQ(import_with(zero_key), status::invalid_value);
   auto zero_length = payload;
   store_be64(zero_length.data() + rdma_length_offset, 0);
   EXPECT_EQ(import_with(zero_length), status::invalid_value);

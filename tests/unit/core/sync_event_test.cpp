@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -72,15 +73,31 @@ TEST(sync_event, peer_access_through_the_export_reaches_the_counter) {
   auto remote = memory_map::import_rdma(ev.export_remote());
   const remote_region& r = remote->remote();
   export_table::claim claim;
-  ASSERT_EQ(export_table::acquire(r.owner_token, r.export_id, 0, sizeof(uint64_t),
-                                  access::rdma_atomic, claim),
-            status::success);
+  ASSERT_EQ(
+      export_table::acquire(r.export_id, r.key, 0, sizeof(uint64_t), access::rdma_atomic, claim),
+      status::success);
   std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(claim.data())).fetch_add(10);
   claim.reset();
   EXPECT_EQ(ev.value(), 13u);
-  EXPECT_EQ(export_table::acquire(r.owner_token, r.export_id, 1, sizeof(uint64_t),
-                                  access::rdma_read, claim),
-            status::invalid_value);
+  EXPECT_EQ(
+      export_table::acquire(r.export_id, r.key, 1, sizeof(uint64_t), access::rdma_read, claim),
+      status::invalid_value);
+}
+
+// A peer's atomic in progress when the event is destroyed still lands on valid memory: the
+// counter is memory the map owns, freed when the last claim goes.
+TEST(sync_event, destroyed_event_keeps_its_counter_while_a_claim_lives) {
+  auto ev = std::make_unique<sync_event>(7);
+  auto remote = memory_map::import_rdma(ev->export_remote());
+  const remote_region& r = remote->remote();
+  export_table::claim claim;
+  ASSERT_EQ(
+      export_table::acquire(r.export_id, r.key, 0, sizeof(uint64_t), access::rdma_atomic, claim),
+      status::success);
+  ev.reset();
+  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(claim.data()));
+  EXPECT_EQ(word.fetch_add(1), 7u);
+  claim.reset();
 }
 
 TEST(sync_event, destroyed_event_is_no_longer_reachable) {
@@ -91,9 +108,9 @@ TEST(sync_event, destroyed_event_is_no_longer_reachable) {
   }
   const remote_region& r = remote->remote();
   export_table::claim claim;
-  EXPECT_EQ(export_table::acquire(r.owner_token, r.export_id, 0, sizeof(uint64_t),
-                                  access::rdma_read, claim),
-            status::not_found);
+  EXPECT_EQ(
+      export_table::acquire(r.export_id, r.key, 0, sizeof(uint64_t), access::rdma_read, claim),
+      status::not_found);
 }
 
 }  // namespace

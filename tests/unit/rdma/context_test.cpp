@@ -291,6 +291,58 @@ TEST_P(rdma_pair, write_outside_map_is_refused_and_touches_nothing) {
   a.thread.call([&] { forged.reset(); });
 }
 
+TEST_P(rdma_pair, wrong_export_key_is_refused_and_touches_nothing) {
+  connect();
+  auto before = b.backing;
+  std::unique_ptr<core::memory_map> forged;
+  a.thread.call([&] {
+    core::remote_region r = a.remote->remote();
+    r.key ^= 1;  // the right id, range and permissions; only the key is off
+    forged = core::memory_map::import_rdma(export_blob(r));
+    std::memset(a.region(), 0x11, 4096);
+    a.submit<write_task>(0, [&](write_task& t) {
+      t.set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*forged, 0, 4096));
+    });
+    a.submit<read_task>(0, [&](read_task& t) {
+      t.set(*a.remote_buffer(*forged, 0, 64), *a.local_buffer(4096, 64, false));
+    });
+    a.submit<atomic_fetch_add_task>(0, [&](atomic_fetch_add_task& t) {
+      t.set(*a.remote_buffer(*forged, 0, 8), *a.local_buffer(8192, 8, false), 1);
+    });
+  });
+  ASSERT_TRUE(a.wait_for("write", 1));
+  ASSERT_TRUE(a.wait_for("read", 1));
+  ASSERT_TRUE(a.wait_for("fetch_add", 1));
+  EXPECT_EQ(a.completions("write")[0].result, status::not_permitted);
+  EXPECT_EQ(a.completions("read")[0].result, status::not_permitted);
+  EXPECT_EQ(a.completions("fetch_add")[0].result, status::not_permitted);
+  EXPECT_TRUE(b.thread.call([&] { return b.backing == before; })) << "memory changed";
+  a.thread.call([&] { forged.reset(); });
+}
+
+// A peer given one export (the region) must not reach another export of the same process (the
+// sync event) by naming its id: ids are predictable, keys are not.
+TEST_P(rdma_pair, blob_naming_another_export_is_refused) {
+  connect();
+  auto event_blob = b.thread.call([&] { return b.event->export_remote(); });
+  std::unique_ptr<core::memory_map> forged;
+  a.thread.call([&] {
+    auto event = core::memory_map::import_rdma(event_blob);
+    core::remote_region r = a.remote->remote();  // keeps the region's key
+    r.export_id = event->remote().export_id;
+    r.base = event->remote().base;
+    r.length = sizeof(uint64_t);
+    forged = core::memory_map::import_rdma(export_blob(r));
+    a.submit<atomic_fetch_add_task>(0, [&](atomic_fetch_add_task& f) {
+      f.set(*a.remote_buffer(*forged, 0, 8), *a.local_buffer(0, 8, false), 1);
+    });
+  });
+  ASSERT_TRUE(a.wait_for("fetch_add", 1));
+  EXPECT_EQ(a.completions("fetch_add")[0].result, status::not_permitted);
+  EXPECT_EQ(b.thread.call([&] { return b.event->value(); }), 0u);
+  a.thread.call([&] { forged.reset(); });
+}
+
 TEST_P(rdma_pair, access_without_permission_is_refused) {
   connect();
   // The owner's export is read-only; the peer pretends it may write.

@@ -170,18 +170,28 @@ class rdma_pair : public ::testing::TestWithParam<std::string> {
   side b;
 };
 
+// An RDMA export blob saying whatever `r` says (memory_map::export_rdma's layout).
+inline std::vector<uint8_t> export_blob(const core::remote_region& r) {
+  std::vector<uint8_t> payload;
+  byte_writer w(payload);
+  w.u64(r.owner_token);
+  w.u64(r.export_id);
+  w.u64(r.key);
+  w.u64(r.base);
+  w.u64(r.length);
+  w.u32(static_cast<uint32_t>(r.permissions));
+  return core::frame_blob(core::blob_kind::rdma_memory, payload);
+}
+
 // An RDMA export blob naming `map`'s export but with a different range or permissions: what a
 // misbehaving peer could send. The owner must refuse what the real export does not allow.
 inline std::vector<uint8_t> forged_export(const core::memory_map& imported, uint64_t base_shift,
                                           uint64_t length, core::access permissions) {
-  std::vector<uint8_t> payload;
-  byte_writer w(payload);
-  w.u64(imported.remote().owner_token);
-  w.u64(imported.remote().export_id);
-  w.u64(imported.remote().base - base_shift);
-  w.u64(length);
-  w.u32(static_cast<uint32_t>(permissions));
-  return core::frame_blob(core::blob_kind::rdma_memory, payload);
+  core::remote_region r = imported.remote();
+  r.base -= base_shift;
+  r.length = length;
+  r.permissions = permissions;
+  return export_blob(r);
 }
 
 }  // namespace zc::rdma::testing

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/blob.hpp"
+#include "core/bytes.hpp"
+#include "core/memory_map.hpp"
 #include "storage/control_message.hpp"
 #include "storage/io_message.hpp"
 #include "storage/sbc_file.hpp"
@@ -85,6 +88,28 @@ TEST(formats_doc, io_message_examples_match_the_view) {
 TEST(formats_doc, sbc_header_example_matches_the_writer) {
   const auto header = encode_sbc_header(4096, 128);
   EXPECT_EQ(std::vector<uint8_t>(header.begin(), header.end()), doc_example("sbc_header"));
+}
+
+TEST(formats_doc, rdma_memory_export_example_matches_the_framing_and_import) {
+  const auto bytes = doc_example("rdma_memory_export");
+  std::vector<uint8_t> payload;
+  byte_writer w(payload);
+  w.u64(0x0123456789ABCDEFull);
+  w.u64(0x0000000100000002ull);
+  w.u64(0x5F3C9A0E12D47B61ull);
+  w.u64(0x00007F3A12340000ull);
+  w.u64(1024 * 1024);
+  w.u32(static_cast<uint32_t>(core::access::rdma_read | core::access::rdma_write));
+  EXPECT_EQ(core::frame_blob(core::blob_kind::rdma_memory, payload), bytes);
+
+  const auto map = core::memory_map::import_rdma(bytes);
+  const core::remote_region& r = map->remote();
+  EXPECT_EQ(r.owner_token, 0x0123456789ABCDEFull);
+  EXPECT_EQ(r.export_id, 0x0000000100000002ull);
+  EXPECT_EQ(r.key, 0x5F3C9A0E12D47B61ull);
+  EXPECT_EQ(r.base, 0x00007F3A12340000ull);
+  EXPECT_EQ(r.length, 1024u * 1024u);
+  EXPECT_EQ(r.permissions, core::access::rdma_read | core::access::rdma_write);
 }
 
 }  // namespace
