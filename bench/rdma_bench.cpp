@@ -318,10 +318,12 @@ struct client_state {
     if (st != status::success) die("local buffer");
     return b;
   }
-  core::buffer* remote_buffer(size_t offset, size_t length) {
+  // A remote read source (full) or write destination (empty: a write appends after its data).
+  core::buffer* remote_buffer(size_t offset, size_t length, bool full = true) {
     core::buffer* b = nullptr;
-    if (inventory.get_by_data(*remote, remote->data() + offset, length, b) != status::success)
-      die("remote buffer");
+    status st = full ? inventory.get_by_data(*remote, remote->data() + offset, length, b)
+                     : inventory.get_by_addr(*remote, remote->data() + offset, length, b);
+    if (st != status::success) die("remote buffer");
     return b;
   }
 
@@ -374,8 +376,8 @@ struct client_state {
       --outstanding;
       ++completed;
       if (!keep_going) return;
-      if constexpr (std::is_same_v<std::decay_t<decltype(t)>, rdma::read_task>)
-        t.dst().set_data(t.dst().head(), 0);
+      // Reads and writes append after their destination's data: empty it for the next round.
+      t.dst().set_data(t.dst().head(), 0);
       if (s.ctx->submit(t) != status::success) die("resubmit");
       ++outstanding;
     };
@@ -469,7 +471,7 @@ struct client_state {
   void latency(const char* test, size_t size) {
     const bool read = std::is_same_v<T, rdma::read_task>;
     core::buffer* l = local_buffer(0, size, !read);
-    core::buffer* r = remote_buffer(0, size);
+    core::buffer* r = remote_buffer(0, size, read);
     T* t = nullptr;
     if (s.ctx->allocate(core::make_user_data(0), t) != status::success) die("task");
     if constexpr (std::is_same_v<T, rdma::read_task>) {
@@ -483,7 +485,7 @@ struct client_state {
     const auto record_from = clock_type::now() + warmup;
     const auto end = record_from + duration;
     for (;;) {
-      if (read) l->set_data(l->head(), 0);
+      (read ? l : r)->set_data((read ? l : r)->head(), 0);
       const uint64_t before = completed;
       auto t0 = clock_type::now();
       if (t0 >= end) break;
@@ -511,7 +513,7 @@ struct client_state {
     keep_going = true;
     for (uint32_t i = 0; i < o.qd; ++i) {
       core::buffer* l = local_buffer(size_t(i) * size, size, !read);
-      core::buffer* r = remote_buffer(size_t(i) * size, size);
+      core::buffer* r = remote_buffer(size_t(i) * size, size, read);
       buffers.push_back(l);
       buffers.push_back(r);
       if (s.ctx->allocate(core::make_user_data(i), tasks[i]) != status::success) die("task");

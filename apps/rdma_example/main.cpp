@@ -82,7 +82,7 @@ int responder(core::progress_engine& engine, const core::device& device, const f
   ctx.connect(wait_for_file(dir / "requester.conn"));
   rdma::receive_task* recv = nullptr;
   core::buffer* buf = nullptr;
-  inventory.get_by_addr(*inbox_map, inbox.data(), inbox.size(), buf);
+  throw_if_failed(inventory.get_by_addr(*inbox_map, inbox.data(), inbox.size(), buf), "inbox");
   throw_if_failed(ctx.allocate(core::make_user_data(0), recv), "allocate receive");
   recv->set_dst(*buf);
   throw_if_failed(ctx.submit(*recv), "post receive");
@@ -127,8 +127,10 @@ int requester(core::progress_engine& engine, const core::device& device, const f
   const std::string text = "zero copies were harmed in the making of this message";
   std::memcpy(memory.data(), text.c_str(), text.size() + 1);
   core::buffer *src = nullptr, *dst = nullptr, *back = nullptr;
-  inventory.get_by_data(*local, memory.data(), text.size() + 1, src);
-  inventory.get_by_data(*remote, remote->data(), text.size() + 1, dst);
+  throw_if_failed(inventory.get_by_data(*local, memory.data(), text.size() + 1, src), "source");
+  // A write appends after the destination's data section: start with an empty one.
+  throw_if_failed(inventory.get_by_addr(*remote, remote->data(), text.size() + 1, dst),
+                  "destination");
   rdma::write_task* write = nullptr;
   throw_if_failed(ctx.allocate(core::make_user_data(0), write), "allocate write");
   write->set(*src, *dst);
@@ -141,7 +143,7 @@ int requester(core::progress_engine& engine, const core::device& device, const f
   std::printf("requester: wrote %zu bytes into the responder's memory (%.1f us, acknowledged)\n",
               text.size() + 1, std::chrono::duration<double, std::micro>(t1 - t0).count());
 
-  inventory.get_by_addr(*local, memory.data() + 2048, 2048, back);
+  throw_if_failed(inventory.get_by_addr(*local, memory.data() + 2048, 2048, back), "read back");
   rdma::read_task* read = nullptr;
   throw_if_failed(ctx.allocate(core::make_user_data(0), read), "allocate read");
   read->set(*dst, *back);
@@ -156,7 +158,8 @@ int requester(core::progress_engine& engine, const core::device& device, const f
   const std::string hello = "hello from the requester";
   std::memcpy(memory.data() + 1024, hello.data(), hello.size());
   core::buffer* msg = nullptr;
-  inventory.get_by_data(*local, memory.data() + 1024, hello.size(), msg);
+  throw_if_failed(inventory.get_by_data(*local, memory.data() + 1024, hello.size(), msg),
+                  "message");
   rdma::send_task* send = nullptr;
   throw_if_failed(ctx.allocate(core::make_user_data(0), send), "allocate send");
   send->set_src(*msg);

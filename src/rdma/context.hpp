@@ -2,8 +2,11 @@
 // carrying sends/receives (with immediates), reads, writes (with immediate), 64-bit atomics and
 // remote sync event operations. Built on UCX active messages (DESIGN §3): the memory owner checks
 // every remote access against its export table, and read/write/atomic tasks complete on the
-// owner's acknowledgement, i.e. once the data is in place. Every task has a deadline, and a dead
-// peer (UCX peer error handling + keepalive) fails what is in flight and stops the context.
+// owner's acknowledgement, i.e. once the data is in place. Every task has a deadline; as for an RC
+// queue pair whose retries ran out, a missed deadline, a dead peer (UCX peer error handling,
+// keepalive, a watch on a same-host peer process) or a protocol violation fails the connection:
+// every task in flight fails, the endpoint closes, and the context leaves running. A task returns
+// to its owner only once UCX references nothing of it (header, source, destination).
 //
 //   zc::rdma::context ctx{engine, zc::core::device::open("auto")};
 //   ctx.configure<zc::rdma::send_task>(32, on_sent, on_send_error);
@@ -27,6 +30,7 @@
 #include "core/memory_map.hpp"
 #include "core/task.hpp"
 #include "rdma/internal/host_process.hpp"
+#include "rdma/internal/wire.hpp"
 #include "rdma/tasks.hpp"
 
 typedef struct ucp_ep* ucp_ep_h;
@@ -36,6 +40,7 @@ namespace zc::rdma {
 namespace internal {
 class ucx_worker;
 struct reply;
+struct context_hooks;
 
 // Intrusive FIFO of in-flight tasks; a task is in at most one list at a time.
 class task_list {
@@ -63,16 +68,20 @@ class context final : public core::context {
   // rdma_write, rdma_atomic). Default: all three. Idle state only.
   void set_permissions(core::access permissions);
   core::access permissions() const noexcept { return permissions_; }
-  // Bound on every task but posted receives; expiry fails the task with time_out.
+  // Bound on every task but posted receives; expiry fails the task with time_out and, since the
+  // peer may still act on it, the connection with it. Idle state only.
   void set_task_timeout(std::chrono::milliseconds timeout);
+  // Whether a peer process on this host is watched through a pidfd (default on). Off, a dead
+  // peer is found by UCX alone (peer errors, keepalive). Idle state only.
+  void set_process_watch(bool on);
 
   // Enables a task type with its pool size and callbacks. Idle state only.
   template <typename T>
   void configure(uint32_t count, std::function<void(T&)> on_success,
                  std::function<void(T&)> on_error) {
     require_idle("configure tasks");
-    std::get<core::task_pool<T>>(pools_).configure(*this, count, std::move(on_success),
-                                                   std::move(on_error));
+    std::get<core::task_pool<T>>(*pools_).configure(*this, count, std::move(on_success),
+                                                    std::move(on_error));
   }
 
   // Connection details for the peer (framed blob). After start().
@@ -85,7 +94,7 @@ class context final : public core::context {
   // type was not configured). Fill it through its setters, then submit it.
   template <typename T>
   status allocate(core::user_data user_data, T*& out) noexcept {
-    auto& pool = std::get<core::task_pool<T>>(pools_);
+    auto& pool = std::get<core::task_pool<T>>(*pools_);
     out = nullptr;
     if (!pool.configured()) return status::not_supported;
     out = pool.allocate();
@@ -95,7 +104,8 @@ class context final : public core::context {
   }
 
   // Starts a task. On success its callback runs later inside progress(); on failure nothing was
-  // sent and the task is still the caller's.
+  // sent and the task is still the caller's. status::again: UCX holds too many unsent messages
+  // of this context (back-pressure); progress and submit again.
   status submit(receive_task& t) noexcept;
   status submit(send_task& t) noexcept;
   status submit(read_task& t) noexcept;
@@ -109,18 +119,14 @@ class context final : public core::context {
   // The failure that took the context out of running, if any.
   status failure() const noexcept { return failure_; }
 
-  // Worker hooks (internal).
-  uint32_t worker_slot() const noexcept { return slot_; }
-  int on_message(const internal::wire_header& h, void* data, size_t length, bool rendezvous);
-  void flush_acks();
-  void rendezvous_done(task* t, void* request, int ucs_status) noexcept;
-  void reply_landed(internal::reply* r, int ucs_status) noexcept;
-
   size_t poll() override;
   bool arm() override;
+  int wait_fd() const override;
   core::steady_clock::time_point next_deadline() const override;
 
  private:
+  friend struct internal::context_hooks;
+
   using pools =
       std::tuple<core::task_pool<receive_task>, core::task_pool<send_task>,
                  core::task_pool<send_imm_task>, core::task_pool<read_task>,
@@ -131,30 +137,55 @@ class context final : public core::context {
 
   core::context_state on_start() override;
   void on_stop() override;
-
   void require_idle(const char* what) const;
+
+  // Lifecycle (context.cpp).
+  void close_endpoint(bool tell_peer) noexcept;
+  void orphan_tasks() noexcept;
+
+  // Requester side (requester.cpp): tasks out, replies in.
   status check_submittable(task& t) const noexcept;
+  status post(task& t, size_t header_length, const void* data, size_t length) noexcept;
   status post_send(task& t, internal::task_kind kind, const core::buffer& src, uint16_t flags,
                    uint32_t immediate) noexcept;
   status post_remote(task& t, internal::task_kind kind, internal::op code,
                      const core::memory_map& remote_map, uint64_t remote_address, uint64_t length,
                      core::access needed, const void* data, uint16_t flags) noexcept;
-  task* find_op(uint64_t id) noexcept;
-  void finish(task& t, status result) noexcept;
-  void deliver_ready() noexcept;
-  void fail_all(status result) noexcept;
-  // Tells a live peer we are going (bounded wait), then closes the endpoint.
-  void close_endpoint(bool tell_peer) noexcept;
-  void send_reply(internal::wire_header& h, size_t header_length, const void* data, size_t length,
-                  internal::reply* r = nullptr);
-  void nack_send(uint64_t seq, status why);
-  void ack_op(const internal::wire_header& request, status result, uint64_t value);
+  task* find_op(uint64_t id, internal::op reply) noexcept;
+  void on_sends_acked(uint64_t up_to);
+  void on_send_nacked(uint64_t seq, status why);
+  int on_read_reply(const internal::wire_header& h, void* data, size_t length, bool rendezvous);
+  void on_ack_op(const internal::wire_header& h);
+  void send_done(task& t, int ucs_status) noexcept;
+
+  // Owner side (owner.cpp): the peer's sends into posted receives, its reads, writes and atomics
+  // on our exports.
   int on_send(const internal::wire_header& h, void* data, size_t length, bool rendezvous);
   int on_write(const internal::wire_header& h, void* data, size_t length, bool rendezvous);
   void on_read(const internal::wire_header& h);
   void on_atomic(const internal::wire_header& h);
-  void on_read_reply(const internal::wire_header& h, void* data, size_t length, bool rendezvous);
-  void on_ack_op(const internal::wire_header& h);
+  void write_landed(internal::reply* r, int ucs_status) noexcept;
+  void deliver_ready() noexcept;
+  status serving_state() const noexcept;
+
+  // Protocol (protocol.cpp): dispatch of incoming messages, replies and acknowledgements.
+  int on_message(const internal::wire_header& h, void* data, size_t length, bool rendezvous);
+  void send_reply(internal::wire_header& h, size_t header_length, const void* data, size_t length,
+                  internal::reply* r = nullptr);
+  void nack_send(uint64_t seq, status why);
+  void flush_acks();
+  void ack_op(const internal::wire_header& request, status result, uint64_t value);
+  int receive_rendezvous(task& t, void* data, void* dst, size_t length) noexcept;
+  void rendezvous_done(task& t, int ucs_status) noexcept;
+
+  // Liveness and failure (liveness.cpp).
+  void finish(task& t, status result) noexcept;
+  void release_if_unreferenced(task& t) noexcept;
+  void fail_all(status result) noexcept;
+  // Safe anywhere, UCX callbacks included: the failure is applied by the next poll().
+  void note_failure(status why) noexcept;
+  void apply_failure() noexcept;
+  void check_deadlines(core::steady_clock::time_point now) noexcept;
   static void on_endpoint_error(void* arg, ucp_ep_h ep, int status);
 
   std::shared_ptr<internal::ucx_worker> worker_;
@@ -165,22 +196,28 @@ class context final : public core::context {
   ucp_ep_h ep_ = nullptr;
   core::access permissions_ = core::rdma_all;
   std::chrono::milliseconds task_timeout_ = default_task_timeout;
-  pools pools_;
+  bool process_watch_enabled_ = true;
+  // Heap-held: if UCX still references tasks when the context goes, they are left behind, never
+  // freed under it (see ~context).
+  std::unique_ptr<pools> pools_;
 
   internal::task_list posted_;   // receives waiting for a message
   internal::task_list arrived_;  // receives matched to a message, completed in arrival order
   internal::task_list sends_;    // sends waiting for their acknowledgement, in sequence order
   internal::task_list ops_;      // reads/writes/atomics waiting for their reply, oldest first
+  internal::task_list parked_;   // decided, waiting for UCX to let go of them
   uint64_t next_send_seq_ = 1;
-  uint64_t ack_seq_ = 0;  // highest delivered send not yet acknowledged
+  uint64_t last_received_seq_ = 0;  // the peer's sends arrive with consecutive sequence numbers
+  uint64_t ack_seq_ = 0;            // highest delivered send not yet acknowledged
   bool ack_pending_ = false;
+  uint32_t unsent_ = 0;  // our messages UCX has not finished sending
   uint32_t rendezvous_in_flight_ = 0;
-  int peer_error_ = 0;       // ucs_status_t reported by UCX's error callback
-  bool peer_left_ = false;   // the peer said it was stopping (not an error)
-  bool watch_peer_ = false;  // peer is another process on this host: check it is alive
-  internal::host_process peer_process_;
-  core::steady_clock::time_point next_liveness_check_{};
+  status pending_failure_ = status::success;  // noted, not yet applied (see note_failure)
   status failure_ = status::success;
+  bool peer_left_ = false;  // the peer said it was stopping (not an error)
+  internal::process_watch peer_process_;
+  uint32_t peer_pid_ = 0;
+  core::steady_clock::time_point next_liveness_check_{};
 };
 
 }  // namespace zc::rdma

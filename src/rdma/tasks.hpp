@@ -16,6 +16,7 @@ class context;
 
 namespace internal {
 class task_list;
+struct context_hooks;
 enum class task_kind : uint8_t {
   receive,
   send,
@@ -40,6 +41,7 @@ class task : public core::task_base {
  private:
   friend class context;
   friend class internal::task_list;
+  friend struct internal::context_hooks;
   task* prev_ = nullptr;
   task* next_in_list_ = nullptr;
   internal::task_list* list_ = nullptr;
@@ -47,8 +49,14 @@ class task : public core::task_base {
   uint64_t wire_id_ = 0;
   uint32_t generation_ = 0;
   internal::task_kind kind_ = internal::task_kind::receive;
-  void* ucx_request_ = nullptr;  // a UCX receive still writing into this task's buffer
-  bool delivered_ = false;       // receive: data in place, waiting for in-order completion
+  // A task goes back to its owner only when UCX references nothing of it any more (the header it
+  // sends, the source it reads, the buffer a rendezvous writes): until then a decided result
+  // waits in `outcome_`.
+  void* send_request_ = nullptr;  // UCX send still reading header_ (and the source)
+  void* recv_request_ = nullptr;  // UCX rendezvous receive still writing into this task's buffer
+  status outcome_ = status::success;
+  bool delivered_ = false;  // receive: data in place, waiting for in-order completion
+  bool orphaned_ = false;   // its context is gone; UCX callbacks must not touch anything else
   internal::wire_header header_{};
 };
 
@@ -111,7 +119,8 @@ class read_task final : public task {
   core::buffer* dst_ = nullptr;
 };
 
-// Copies the local src's data section to the start of the remote dst (its head... data).
+// Copies the local src's data section into the remote dst, appended after dst's data section
+// (as DOCA does); on success dst's data length grows by the bytes written.
 class write_task : public task {
  public:
   core::buffer& src() const noexcept { return *src_; }
@@ -197,7 +206,8 @@ class sync_event_get_task final : public task {
   core::buffer* result_ = nullptr;
 };
 
-// Sets the remote event to the 8-byte value at the start of src's data section.
+// Sets the remote event to the 8-byte value at the start of src's (local) data section, as one
+// atomic store on the owner, so it never tears against a concurrent add.
 class sync_event_set_task final : public task {
  public:
   core::memory_map& event() const noexcept { return *event_; }

@@ -133,11 +133,6 @@ bool host_process::can_watch(const host_process& other) const noexcept {
          other.pid != 0 && other.pid != pid && other.start_time != 0;
 }
 
-bool host_process::alive() const {
-  uint64_t now = start_time_of(pid);
-  return now == unknown_start || (now != 0 && now == start_time);
-}
-
 process_watch::~process_watch() {
   close();
 }

@@ -43,11 +43,6 @@ struct host_process {
   // host_id AND same pid namespace AND different pid, with none of those (nor other's start time,
   // needed to tell a recycled pid) unknown.
   bool can_watch(const host_process& other) const noexcept;
-
-  // The pre-pidfd check: false once the process is gone or its pid now belongs to another process
-  // (reads /proc/<pid>/stat). Kept only for context.cpp until it moves to process_watch; it does
-  // not look at the pid namespace.
-  bool alive() const;
 };
 
 // Watches one process through a pidfd (pidfd_open(2), Linux >= 5.3).

@@ -9,9 +9,13 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/random.h>
+
 #include "core/log.hpp"
 #include "core/status.hpp"
 #include "rdma/context.hpp"
+#include "rdma/internal/context_hooks.hpp"
+#include "rdma/internal/ucs_status.hpp"
 
 namespace zc::rdma::internal {
 namespace {
@@ -35,6 +39,39 @@ void set_default(ucp_config_t* config, const char* name, const char* value) {
   ucp_config_modify(config, name, value);
 }
 
+// UCX reads this setting from the environment (UCP's config API does not take it). Set once,
+// before main() and so before any engine thread reads the environment: a setenv() racing another
+// thread's getenv() is undefined behaviour.
+const bool mm_error_handling_set = [] {
+  setenv("UCX_MM_ERROR_HANDLING", "y", 0);
+  return true;
+}();
+
+uint32_t random_nonce() {
+  uint32_t v = 0;
+  while (v == 0) {
+    if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+      throw status_error(status::operating_system, "getrandom failed");
+  }
+  return v;
+}
+
+void on_write_landed(void* request, ucs_status_t s, size_t, void* user_data) {
+  auto* r = static_cast<reply*>(user_data);
+  ucp_request_free(request);
+  if (context* owner = r->worker->find(r->owner_slot, r->owner_nonce)) {
+    context_hooks::write_landed(*owner, r, s);
+  } else {
+    r->worker->release(r);
+  }
+}
+
+void on_goodbye_sent(void* request, ucs_status_t, void* user_data) {
+  auto* r = static_cast<reply*>(user_data);
+  r->ep = nullptr;  // recycled by the worker's next pass
+  ucp_request_free(request);
+}
+
 void on_reply_sent(void* request, ucs_status_t status, void* user_data) {
   auto* r = static_cast<reply*>(user_data);
   if (status != UCS_OK && status != UCS_ERR_CANCELED)
@@ -56,9 +93,8 @@ std::shared_ptr<ucx_worker> ucx_worker::for_engine(core::progress_engine& engine
 ucx_worker::ucx_worker(core::progress_engine& engine, const core::device& device)
     : engine_(engine) {
   // Without these, shared memory is silently dropped under peer error handling, and a dead peer
-  // is noticed after 20 s (UCX_MEASURED.md §7). The first is a transport (UCT) setting that UCP's
-  // config API does not take, so it goes through the environment.
-  setenv("UCX_MM_ERROR_HANDLING", "y", 0);
+  // is noticed after 20 s (UCX_MEASURED.md §7). The first is set before main() (above).
+  (void)mm_error_handling_set;
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
   set_default(config, "KEEPALIVE_INTERVAL", "1s");
@@ -130,24 +166,40 @@ ucx_worker::~ucx_worker() {
 }
 
 uint32_t ucx_worker::add(context& ctx, uint32_t& nonce) {
+  nonce = random_nonce();
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i] == nullptr) {
       slots_[i] = &ctx;
-      nonce = ++nonces_[i];
+      nonces_[i] = nonce;
+      endpoints_[i] = nullptr;
       return i;
     }
   }
   slots_.push_back(&ctx);
-  nonces_.push_back(1);
-  nonce = 1;
+  nonces_.push_back(nonce);
+  endpoints_.push_back(nullptr);
   return static_cast<uint32_t>(slots_.size() - 1);
 }
 
+uint32_t ucx_worker::renew_nonce(uint32_t slot) {
+  uint32_t nonce = random_nonce();
+  while (nonce == nonces_[slot]) nonce = random_nonce();
+  nonces_[slot] = nonce;
+  return nonce;
+}
+
 void ucx_worker::remove(uint32_t slot) noexcept {
-  if (slot < slots_.size()) slots_[slot] = nullptr;
+  if (slot >= slots_.size()) return;
   // Acks of a removed context must not be flushed.
   for (auto& c : flush_)
-    if (c != nullptr && c->worker_slot() == slot) c = nullptr;
+    if (c == slots_[slot]) c = nullptr;
+  slots_[slot] = nullptr;
+  nonces_[slot] = 0;  // never a valid nonce: late traffic for the slot is dropped
+  endpoints_[slot] = nullptr;
+}
+
+void ucx_worker::bind(uint32_t slot, ucp_ep_h ep) noexcept {
+  if (slot < endpoints_.size()) endpoints_[slot] = ep;
 }
 
 reply* ucx_worker::new_reply() {
@@ -187,7 +239,7 @@ void ucx_worker::want_flush(context& ctx) {
 size_t ucx_worker::send_queued() {
   size_t sent = 0;
   for (context* c : flush_)
-    if (c != nullptr) c->flush_acks();
+    if (c != nullptr) context_hooks::flush_acks(*c);
   flush_.clear();
   while (queue_head_ != nullptr) {
     reply* r = queue_head_;
@@ -200,9 +252,11 @@ size_t ucx_worker::send_queued() {
       continue;
     }
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     param.cb.send = &on_reply_sent;
     param.user_data = r;
+    param.flags = UCP_AM_SEND_FLAG_REPLY;  // the peer routes by the endpoint it came through
     ucs_status_ptr_t req =
         ucp_am_send_nbx(r->ep, am_id, &r->header, r->header_length, r->data, r->length, &param);
     if (req == nullptr || UCS_PTR_IS_ERR(req)) {
@@ -244,28 +298,72 @@ bool ucx_worker::arm() {
   return s == UCS_OK;
 }
 
+void ucx_worker::receive_write(reply* r, void* data, void* dst, size_t length) noexcept {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.recv_am = &on_write_landed;
+  param.user_data = r;
+  ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_, data, dst, length, &param);
+  if (req == nullptr || UCS_PTR_IS_ERR(req)) {
+    context* owner = find(r->owner_slot, r->owner_nonce);
+    ucs_status_t s = req == nullptr ? UCS_OK : UCS_PTR_STATUS(req);
+    if (owner != nullptr) {
+      context_hooks::write_landed(*owner, r, s);
+    } else {
+      release(r);
+    }
+  }
+}
+
+void ucx_worker::say_goodbye(ucp_ep_h ep, uint32_t peer_slot, uint32_t peer_nonce,
+                             std::chrono::milliseconds timeout) noexcept {
+  // The header lives in a worker-owned record until UCX is done with it, whatever the wait.
+  reply* r = new_reply();
+  r->header = {};
+  r->header.dst_context = peer_slot;
+  r->header.dst_nonce = peer_nonce;
+  r->header.code = op::disconnect;
+  r->ep = ep;
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  param.cb.send = &on_goodbye_sent;
+  param.user_data = r;
+  param.flags = UCP_AM_SEND_FLAG_REPLY;
+  ucs_status_ptr_t req =
+      ucp_am_send_nbx(ep, am_id, &r->header, short_header_size, nullptr, 0, &param);
+  if (req == nullptr || UCS_PTR_IS_ERR(req)) {
+    release(r);
+    return;
+  }
+  in_flight_replies_.push_back(r);
+  auto give_up = core::steady_clock::now() + timeout;
+  while (r->ep != nullptr && core::steady_clock::now() < give_up) ucp_worker_progress(worker_);
+}
+
 ucs_status_t ucx_worker::on_message(void* arg, const void* header, size_t header_length, void* data,
                                     size_t length, const ucp_am_recv_param_t* param) {
   auto* self = static_cast<ucx_worker*>(arg);
   const bool rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-  if (header_length < short_header_size) {
-    ZC_SDK_LOG_WARN("rdma: dropped a message with a {}-byte header", header_length);
+  wire_header h;
+  if (!ok(decode_header(header, header_length, h))) {
+    ZC_SDK_LOG_WARN("rdma: dropped a malformed message ({}-byte header)", header_length);
     return UCS_OK;
   }
-  wire_header h{};
-  std::memcpy(&h, header, std::min(header_length, sizeof(h)));
-  if (header_length < header_size_for(h.code)) {
-    ZC_SDK_LOG_WARN("rdma: dropped op {} with a short header ({} bytes)", static_cast<int>(h.code),
-                    header_length);
-    return UCS_OK;
-  }
-  if (h.dst_context >= self->slots_.size() || self->slots_[h.dst_context] == nullptr ||
-      self->nonces_[h.dst_context] != h.dst_nonce) {
+  context* target = self->find(h.dst_context, h.dst_nonce);
+  if (target == nullptr) {
     ZC_SDK_LOG_DEBUG("rdma: dropped op {} for a context that is gone", static_cast<int>(h.code));
     return UCS_OK;
   }
-  return static_cast<ucs_status_t>(
-      self->slots_[h.dst_context]->on_message(h, data, length, rendezvous));
+  // Only the peer this context connected to may address it: the message must have come through
+  // the context's own endpoint.
+  const bool has_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0;
+  if (!has_ep || param->reply_ep == nullptr || param->reply_ep != self->endpoints_[h.dst_context]) {
+    ZC_SDK_LOG_WARN("rdma: dropped op {} for context {} from an endpoint not its own",
+                    static_cast<int>(h.code), h.dst_context);
+    return UCS_OK;
+  }
+  return static_cast<ucs_status_t>(context_hooks::on_message(*target, h, data, length, rendezvous));
 }
 
 }  // namespace zc::rdma::internal

@@ -1,11 +1,14 @@
 // One UCX context + worker per (progress engine, device): every rdma::context on that engine
-// shares it. It routes incoming active messages to contexts by slot, and sends replies (acks,
-// read data) after ucp_worker_progress() returns rather than from inside UCX callbacks.
+// shares it. It decodes incoming active messages and routes each to the context it names (slot +
+// random nonce) only if it came through that context's own endpoint, so a process holding one
+// connection blob cannot reach another connection. Replies (acks, read data) go out after
+// ucp_worker_progress() returns rather than from inside UCX callbacks.
 // Thread rules: the progress engine's thread only.
 #pragma once
 
 #include <ucp/api/ucp.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -38,7 +41,8 @@ struct reply {
   ucx_worker* worker = nullptr;
   uint32_t owner_slot = 0;
   uint32_t owner_nonce = 0;
-  rdma::task* receive = nullptr;  // write with immediate: the receive it completes
+  rdma::task* receive = nullptr;    // write with immediate: the receive it completes
+  uint32_t receive_generation = 0;  // ... in that use of it
 };
 
 class ucx_worker final : public core::event_source {
@@ -51,9 +55,13 @@ class ucx_worker final : public core::event_source {
   ucp_worker_h handle() const noexcept { return worker_; }
   const std::vector<uint8_t>& address() const noexcept { return address_; }
 
-  // Slots name contexts in message headers; a nonce tells a slot's successive owners apart.
+  // Slots name contexts in message headers; a random nonce tells a slot's successive owners (and
+  // connections) apart and is not guessable from outside.
   uint32_t add(context& ctx, uint32_t& nonce);
+  uint32_t renew_nonce(uint32_t slot);
   void remove(uint32_t slot) noexcept;
+  // The endpoint a context's peer messages must arrive through (nullptr: none accepted).
+  void bind(uint32_t slot, ucp_ep_h ep) noexcept;
   // The context in `slot` if it is still the one with `nonce`.
   context* find(uint32_t slot, uint32_t nonce) const noexcept {
     return slot < slots_.size() && nonces_[slot] == nonce ? slots_[slot] : nullptr;
@@ -65,6 +73,12 @@ class ucx_worker final : public core::event_source {
   void queue(reply* r) noexcept;
   // A context with acknowledgements to send at the end of this pass.
   void want_flush(context& ctx);
+  // Receives a rendezvous write into an export; `r` (with its claim) lives until UCX is done,
+  // then its context, if still there, is told.
+  void receive_write(reply* r, void* data, void* dst, size_t length) noexcept;
+  // Tells a peer context that we are going, waiting at most `timeout` for it to leave.
+  void say_goodbye(ucp_ep_h ep, uint32_t peer_slot, uint32_t peer_nonce,
+                   std::chrono::milliseconds timeout) noexcept;
 
   size_t poll() override;
   int wait_fd() const override { return efd_; }
@@ -82,6 +96,7 @@ class ucx_worker final : public core::event_source {
   std::vector<uint8_t> address_;
   std::vector<context*> slots_;
   std::vector<uint32_t> nonces_;
+  std::vector<ucp_ep_h> endpoints_;
   std::vector<std::unique_ptr<reply>> replies_;
   std::vector<reply*> free_replies_;
   std::vector<reply*> in_flight_replies_;

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/status.hpp"
+
 namespace zc::rdma::internal {
 
 // One UCX active-message id carries the whole protocol; `op` says what a message is.
@@ -25,7 +27,8 @@ enum class op : uint16_t {
 
 enum flag : uint16_t {
   has_immediate = 1 << 0,
-  atomic_fetch_add = 1 << 1,  // else compare-and-swap
+  atomic_fetch_add = 1 << 1,  // else compare-and-swap (unless atomic_set)
+  atomic_set = 1 << 2,        // sync event set: one atomic store of operand0
 };
 
 struct wire_header {
@@ -38,7 +41,7 @@ struct wire_header {
   uint32_t immediate;
   uint32_t reserved;
   // Remote-memory operations only:
-  uint64_t export_key;  // the export's own key, from its blob
+  uint64_t export_key;  // the secret of the export, from its blob
   uint64_t export_id;
   uint64_t offset;
   uint64_t length;
@@ -64,5 +67,9 @@ inline constexpr size_t header_size_for(op code) {
       return full_header_size;
   }
 }
+
+// Reads a header as it arrives from a peer: known op, long enough for that op. Pure (no state),
+// so it is fuzzed on its own (tests/fuzz/rdma_wire_header_fuzz.cpp). Errors: invalid_value.
+status decode_header(const void* bytes, size_t length, wire_header& out) noexcept;
 
 }  // namespace zc::rdma::internal

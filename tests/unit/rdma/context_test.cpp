@@ -133,7 +133,7 @@ TEST_P(rdma_pair, write_places_bytes_before_completing) {
     a.thread.call([&] {
       std::memcpy(a.region(), bytes.data(), size);
       a.submit<write_task>(size, [&](write_task& t) {
-        t.set(*a.local_buffer(0, size, true), *a.remote_buffer(*a.remote, 8192, size));
+        t.set(*a.local_buffer(0, size, true), *a.remote_target(*a.remote, 8192, size));
       });
     });
     ASSERT_TRUE(a.wait_for("write", size == 4096 ? 1 : 2));
@@ -176,7 +176,7 @@ TEST_P(rdma_pair, write_with_immediate_without_posted_receive_writes_nothing) {
   a.thread.call([&] {
     std::memset(a.region(), 0x5A, 4096);
     a.submit<write_imm_task>(0, [&](write_imm_task& t) {
-      t.set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*a.remote, 0, 4096));
+      t.set(*a.local_buffer(0, 4096, true), *a.remote_target(*a.remote, 0, 4096));
     });
   });
   ASSERT_TRUE(a.wait_for("write_imm", 1));
@@ -276,7 +276,7 @@ TEST_P(rdma_pair, write_outside_map_is_refused_and_touches_nothing) {
     std::memset(a.region(), 0x11, 8192);
     for (size_t offset : {region_size - 100, region_size, region_size + guard_size - 4096}) {
       a.submit<write_task>(offset, [&](write_task& t) {
-        t.set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*forged, offset, 4096));
+        t.set(*a.local_buffer(0, 4096, true), *a.remote_target(*forged, offset, 4096));
       });
     }
     a.submit<read_task>(0, [&](read_task& r) {
@@ -357,7 +357,7 @@ TEST_P(rdma_pair, access_without_permission_is_refused) {
     auto honest = core::memory_map::import_rdma(ro_blob);
     forged = core::memory_map::import_rdma(forged_export(*honest, 0, region_size, core::rdma_all));
     a.submit<write_task>(0, [&](write_task& w) {
-      w.set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*forged, 0, 4096));
+      w.set(*a.local_buffer(0, 4096, true), *a.remote_target(*forged, 0, 4096));
     });
     a.submit<atomic_fetch_add_task>(0, [&](atomic_fetch_add_task& f) {
       f.set(*a.remote_buffer(*forged, 0, 8), *a.local_buffer(0, 8, false), 1);
@@ -365,7 +365,7 @@ TEST_P(rdma_pair, access_without_permission_is_refused) {
     // The honest import says read-only: refused before anything is sent.
     write_task* w2 = nullptr;
     ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), w2), status::success);
-    w2->set(*a.local_buffer(0, 16, true), *a.remote_buffer(*honest, 0, 16));
+    w2->set(*a.local_buffer(0, 16, true), *a.remote_target(*honest, 0, 16));
     EXPECT_EQ(a.ctx->submit(*w2), status::not_permitted);
     w2->free();
   });
@@ -382,7 +382,7 @@ TEST_P(rdma_pair, context_permissions_limit_the_peer) {
   auto before = b.backing;
   a.thread.call([&] {
     a.submit<write_task>(0, [&](write_task& w) {
-      w.set(*a.local_buffer(0, 64, true), *a.remote_buffer(*a.remote, 0, 64));
+      w.set(*a.local_buffer(0, 64, true), *a.remote_target(*a.remote, 0, 64));
     });
     a.submit<read_task>(0, [&](read_task& r) {
       r.set(*a.remote_buffer(*a.remote, 0, 64), *a.local_buffer(4096, 64, false));
@@ -401,7 +401,7 @@ TEST_P(rdma_pair, access_after_withdrawal_is_refused) {
   auto before = b.backing;
   a.thread.call([&] {
     a.submit<write_task>(0, [&](write_task& w) {
-      w.set(*a.local_buffer(0, 64, true), *a.remote_buffer(*a.remote, 0, 64));
+      w.set(*a.local_buffer(0, 64, true), *a.remote_target(*a.remote, 0, 64));
     });
   });
   ASSERT_TRUE(a.wait_for("write", 1));

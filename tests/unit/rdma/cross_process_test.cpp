@@ -94,7 +94,7 @@ TEST_P(cross_process, write_then_read_back_64k) {
   a.thread.call([&] {
     for (size_t i = 0; i < 65536; ++i) a.region()[i] = static_cast<uint8_t>(i * 13);
     a.submit<write_task>(0, [&](write_task& w) {
-      w.set(*a.local_buffer(0, 65536, true), *a.remote_buffer(*a.remote, 4096, 65536));
+      w.set(*a.local_buffer(0, 65536, true), *a.remote_target(*a.remote, 4096, 65536));
     });
   });
   ASSERT_TRUE(a.wait_for("write", 1));
@@ -116,7 +116,7 @@ TEST_P(cross_process, peer_refuses_access_outside_its_export) {
     forged = core::memory_map::import_rdma(
         forged_export(*a.remote, 0, region_size + 2 * guard_size, core::rdma_all));
     a.submit<write_task>(0, [&](write_task& w) {
-      w.set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*forged, region_size, 4096));
+      w.set(*a.local_buffer(0, 4096, true), *a.remote_target(*forged, region_size, 4096));
     });
   });
   ASSERT_TRUE(a.wait_for("write", 1));

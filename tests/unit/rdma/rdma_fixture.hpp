@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <future>
+#include <thread>
 #include <memory>
 #include <vector>
 
@@ -38,6 +40,8 @@ struct side {
   std::unique_ptr<context> ctx;
   std::unique_ptr<core::sync_event> event;
   std::vector<completion> done;  // engine thread only
+  std::chrono::milliseconds task_timeout = std::chrono::seconds(3);
+  std::vector<uint8_t> conn_blob;  // what this side exported for its peer
 
   uint8_t* region() { return backing.data() + guard_size; }
   bool guards_intact() const {
@@ -92,7 +96,7 @@ struct side {
       event = std::make_unique<core::sync_event>(0);
       ctx = std::make_unique<context>(thread.engine(), core::device::open(device_spec));
       ctx->set_permissions(permissions);
-      ctx->set_task_timeout(std::chrono::seconds(3));
+      ctx->set_task_timeout(task_timeout);
       enable<receive_task>("receive");
       enable<send_task>("send");
       enable<send_imm_task>("send_imm");
@@ -127,6 +131,23 @@ struct side {
     ASSERT_EQ(ctx->submit(*t), status::success);
   }
 
+  // Blocks the engine thread for `how_long` from another thread (a slow or stopped peer); returns
+  // once the stall has begun. Join the thread to wait for its end.
+  std::thread stall(std::chrono::milliseconds how_long) {
+    std::promise<void> started;
+    auto begun = started.get_future();
+    std::thread t([this, how_long, p = std::move(started)]() mutable {
+      thread.call(
+          [&] {
+            p.set_value();
+            std::this_thread::sleep_for(how_long);
+          },
+          how_long + std::chrono::seconds(10));
+    });
+    begun.wait();
+    return t;
+  }
+
   // A buffer over [offset, offset+length) of the local region, data section empty or full.
   core::buffer* local_buffer(size_t offset, size_t length, bool full) {
     core::buffer* b = nullptr;
@@ -135,9 +156,16 @@ struct side {
     EXPECT_EQ(s, status::success);
     return b;
   }
+  // A remote source (data section = the bytes to read or to operate on).
   core::buffer* remote_buffer(core::memory_map& map, size_t offset, size_t length) {
     core::buffer* b = nullptr;
     EXPECT_EQ(inventory->get_by_data(map, map.data() + offset, length, b), status::success);
+    return b;
+  }
+  // A remote write destination: empty data section at `offset`, since a write appends after it.
+  core::buffer* remote_target(core::memory_map& map, size_t offset, size_t length) {
+    core::buffer* b = nullptr;
+    EXPECT_EQ(inventory->get_by_addr(map, map.data() + offset, length, b), status::success);
     return b;
   }
 };
@@ -148,8 +176,8 @@ class rdma_pair : public ::testing::TestWithParam<std::string> {
                core::access b_permissions = core::rdma_all) {
     a.create(GetParam(), a_permissions);
     b.create(GetParam(), b_permissions);
-    auto a_blob = a.thread.call([&] { return a.ctx->export_connection(); });
-    auto b_blob = b.thread.call([&] { return b.ctx->export_connection(); });
+    auto a_blob = a.conn_blob = a.thread.call([&] { return a.ctx->export_connection(); });
+    auto b_blob = b.conn_blob = b.thread.call([&] { return b.ctx->export_connection(); });
     auto a_mem = a.thread.call([&] { return a.local->export_rdma(); });
     auto b_mem = b.thread.call([&] { return b.local->export_rdma(); });
     a.thread.call([&] {

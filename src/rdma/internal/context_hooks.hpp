@@ -1,0 +1,42 @@
+// The doors into an rdma::context that its UCX worker and UCX's callbacks use: message delivery,
+// end-of-pass acknowledgements, and the completion of UCX requests that reference a task. Kept
+// out of the public header; only src/rdma/ includes this.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include "rdma/context.hpp"
+#include "rdma/internal/wire.hpp"
+
+namespace zc::rdma::internal {
+
+struct context_hooks {
+  static int on_message(context& c, const wire_header& h, void* data, size_t length,
+                        bool rendezvous) {
+    return c.on_message(h, data, length, rendezvous);
+  }
+  static void flush_acks(context& c) { c.flush_acks(); }
+  static void write_landed(context& c, reply* r, int ucs_status) noexcept {
+    c.write_landed(r, ucs_status);
+  }
+
+  // UCX callbacks whose user data is a task. A task whose context is gone (orphaned) is only
+  // let go of: its memory is never freed, and nothing else is touched.
+  static void on_send_complete(void* request, ucs_status_t s, void* user_data) noexcept {
+    auto* t = static_cast<task*>(user_data);
+    ucp_request_free(request);
+    t->send_request_ = nullptr;
+    if (t->orphaned_) return;
+    static_cast<context&>(t->owner()).send_done(*t, s);
+  }
+  static void on_rendezvous_received(void* request, ucs_status_t s, size_t,
+                                     void* user_data) noexcept {
+    auto* t = static_cast<task*>(user_data);
+    ucp_request_free(request);
+    t->recv_request_ = nullptr;
+    if (t->orphaned_) return;
+    static_cast<context&>(t->owner()).rendezvous_done(*t, s);
+  }
+};
+
+}  // namespace zc::rdma::internal

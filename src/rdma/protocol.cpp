@@ -1,0 +1,151 @@
+// rdma::context, protocol: dispatch of the peer's messages (already decoded and routed by the
+// worker), replies and acknowledgements, and rendezvous payloads received straight into their
+// destination.
+#include <ucp/api/ucp.h>
+
+#include "core/log.hpp"
+#include "rdma/context.hpp"
+#include "rdma/internal/context_hooks.hpp"
+#include "rdma/internal/ucs_status.hpp"
+#include "rdma/internal/ucx_worker.hpp"
+
+namespace zc::rdma {
+
+using internal::from_ucs;
+using internal::grow;
+using internal::op;
+using internal::task_kind;
+using internal::wire_header;
+
+int context::on_message(const wire_header& h, void* data, size_t length, bool rendezvous) {
+  switch (h.code) {
+    case op::send:
+      return on_send(h, data, length, rendezvous);
+    case op::write:
+      return on_write(h, data, length, rendezvous);
+    case op::read:
+      on_read(h);
+      break;
+    case op::atomic:
+      on_atomic(h);
+      break;
+    case op::read_reply:
+      return on_read_reply(h, data, length, rendezvous);
+    case op::ack_op:
+      on_ack_op(h);
+      break;
+    case op::ack_sends:
+      on_sends_acked(h.id);
+      break;
+    case op::nack_send:
+      on_send_nacked(h.id, status_from_wire(h.status));
+      break;
+    case op::disconnect:
+      ZC_SDK_LOG_INFO("rdma: peer context disconnected");
+      peer_left_ = true;
+      note_failure(status::connection_reset);
+      break;
+  }
+  // Anything else carried no payload we asked for: UCX releases it.
+  return UCS_OK;
+}
+
+void context::send_reply(wire_header& h, size_t header_length, const void* data, size_t length,
+                         internal::reply* r) {
+  if (r == nullptr) r = worker_->new_reply();
+  r->header = h;
+  r->header.dst_context = peer_slot_;
+  r->header.dst_nonce = peer_nonce_;
+  r->header_length = header_length;
+  r->ep = ep_;
+  r->data = data;
+  r->length = length;
+  if (ep_ == nullptr) {
+    ZC_SDK_LOG_WARN("rdma: reply dropped: context is not connected");
+    worker_->release(r);
+    return;
+  }
+  worker_->queue(r);
+}
+
+void context::nack_send(uint64_t seq, status why) {
+  // Everything delivered before this message is acknowledged first, so acks stay in order.
+  flush_acks();
+  wire_header h{};
+  h.code = op::nack_send;
+  h.id = seq;
+  h.status = static_cast<uint32_t>(why);
+  send_reply(h, internal::short_header_size, nullptr, 0);
+}
+
+void context::flush_acks() {
+  if (!ack_pending_) return;
+  ack_pending_ = false;
+  wire_header h{};
+  h.code = op::ack_sends;
+  h.id = ack_seq_;
+  send_reply(h, internal::short_header_size, nullptr, 0);
+}
+
+void context::ack_op(const wire_header& request, status result, uint64_t value) {
+  wire_header h{};
+  h.code = op::ack_op;
+  h.id = request.id;
+  h.status = static_cast<uint32_t>(result);
+  h.operand0 = value;
+  send_reply(h, internal::header_size_for(op::ack_op), nullptr, 0);
+}
+
+int context::receive_rendezvous(task& t, void* data, void* dst, size_t length) noexcept {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.recv_am = &internal::context_hooks::on_rendezvous_received;
+  param.user_data = &t;
+  ++rendezvous_in_flight_;
+  ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_->handle(), data, dst, length, &param);
+  if (UCS_PTR_IS_ERR(req)) {
+    rendezvous_done(t, UCS_PTR_STATUS(req));
+    return UCS_OK;  // not taken: UCX releases the payload
+  }
+  if (req == nullptr) {
+    rendezvous_done(t, UCS_OK);
+  } else {
+    // UCX writes into the task's buffer until it calls back; the task waits for that. A
+    // rendezvous cannot be cancelled (ucp_request_cancel ignores it): a connection that gives up
+    // on it is closed, which ends it.
+    t.recv_request_ = req;
+  }
+  return UCS_INPROGRESS;
+}
+
+void context::rendezvous_done(task& t, int ucs_status) noexcept {
+  if (rendezvous_in_flight_ > 0) --rendezvous_in_flight_;
+  const status result = from_ucs(ucs_status);
+  if (parked_.contains(t)) {  // given up on earlier (failure, timeout): now UCX let go of it
+    release_if_unreferenced(t);
+    return;
+  }
+  if (t.kind_ == task_kind::receive) {
+    if (!arrived_.contains(t)) return;
+    auto& r = static_cast<receive_task&>(t);
+    if (ok(result)) {
+      grow(*r.dst_, r.received_);
+    } else {
+      r.outcome_ = result;
+      nack_send(r.wire_id_, result);
+    }
+    r.delivered_ = true;
+    deliver_ready();
+    return;
+  }
+  if (!ops_.contains(t)) return;
+  // A read reply that landed straight in the task's destination.
+  if (ok(result)) {
+    core::buffer* dst = t.kind_ == task_kind::read ? static_cast<read_task&>(t).dst_
+                                                   : static_cast<sync_event_get_task&>(t).result_;
+    grow(*dst, t.header_.length);
+  }
+  finish(t, result);
+}
+
+}  // namespace zc::rdma
