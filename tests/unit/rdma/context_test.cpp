@@ -155,7 +155,7 @@ TEST_P(rdma_pair, write_with_immediate_completes_peer_receive_after_the_data) {
   a.thread.call([&] {
     std::memcpy(a.region(), bytes.data(), bytes.size());
     a.submit<write_imm_task>(0, [&](write_imm_task& t) {
-      t.set(*a.local_buffer(0, bytes.size(), true), *a.remote_buffer(*a.remote, 0, bytes.size()));
+      t.set(*a.local_buffer(0, bytes.size(), true), *a.remote_target(*a.remote, 0, bytes.size()));
       t.set_immediate_data(77);
     });
   });
@@ -301,7 +301,7 @@ TEST_P(rdma_pair, wrong_export_key_is_refused_and_touches_nothing) {
     forged = core::memory_map::import_rdma(export_blob(r));
     std::memset(a.region(), 0x11, 4096);
     a.submit<write_task>(0, [&](write_task& t) {
-      t.set(*a.local_buffer(0, 4096, true), *a.remote_buffer(*forged, 0, 4096));
+      t.set(*a.local_buffer(0, 4096, true), *a.remote_target(*forged, 0, 4096));
     });
     a.submit<read_task>(0, [&](read_task& t) {
       t.set(*a.remote_buffer(*forged, 0, 64), *a.local_buffer(4096, 64, false));

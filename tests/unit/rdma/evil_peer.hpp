@@ -116,13 +116,13 @@ class evil_peer {
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_AM_SEND_FLAG_REPLY;
     header_ = h;
-    ucs_status_ptr_t req = ucp_am_send_nbx(ep_, internal::am_id, &header_,
-                                           internal::header_size_for(h.code), payload.data(),
-                                           payload.size(), &param);
+    ucs_status_ptr_t req =
+        ucp_am_send_nbx(ep_, internal::am_id, &header_, internal::header_size_for(h.code),
+                        payload.data(), payload.size(), &param);
     if (UCS_PTR_IS_ERR(req)) return false;
     if (req == nullptr) return true;
-    bool done = progress_until(
-        [&] { return ucp_request_check_status(req) != UCS_INPROGRESS; }, timeout);
+    bool done =
+        progress_until([&] { return ucp_request_check_status(req) != UCS_INPROGRESS; }, timeout);
     if (done) ucp_request_free(req);
     // Not done: the request stays UCX's (header_ is a member and outlives it); the test fails.
     return done;

@@ -70,7 +70,8 @@ TEST_P(hostile_peer, a_read_reply_naming_a_write_is_not_taken_for_it) {
   });
   evil_peer::message request;
   ASSERT_TRUE(evil->receive(op::write, request));
-  auto before = a.thread.call([&] { return std::vector<uint8_t>(a.region(), a.region() + region_size); });
+  auto before =
+      a.thread.call([&] { return std::vector<uint8_t>(a.region(), a.region() + region_size); });
   auto forged = evil->header(op::read_reply, request.header.id);
   std::vector<uint8_t> payload(64, 0xEE);
   ASSERT_TRUE(evil->send(forged, payload));

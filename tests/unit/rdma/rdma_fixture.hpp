@@ -7,8 +7,8 @@
 
 #include <cstring>
 #include <future>
-#include <thread>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "core/blob.hpp"
