@@ -11,6 +11,7 @@
 
 #include "core/bytes.hpp"
 #include "core/status.hpp"
+#include "storage/internal/fd_io.hpp"
 #include "storage/unique_fd.hpp"
 
 namespace zc::storage {
@@ -45,19 +46,6 @@ size_t read_fully(int fd, std::span<uint8_t> out, const std::string& path) {
     }
   }
   return done;
-}
-
-void write_fully(int fd, std::span<const uint8_t> data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-    } else if (n < 0 && errno != EINTR) {
-      throw status_error(status::io_failed,
-                         fmt::format("Failed to write {}: {}", path, error_text(errno)));
-    }
-  }
 }
 
 // Checks a declared geometry; returns the content size.
@@ -133,8 +121,8 @@ void write_sbc(const std::string& path, uint32_t block_size, uint32_t block_coun
   if (!fd)
     throw status_error(status::io_failed,
                        fmt::format("Unable to create {}: {}", path, error_text(errno)));
-  write_fully(fd.get(), encode_sbc_header(block_size, block_count), path);
-  write_fully(fd.get(), content, path);
+  internal::write_fully(fd.get(), encode_sbc_header(block_size, block_count), path);
+  internal::write_fully(fd.get(), content, path);
   // close() is where a full disk or NFS error can surface last.
   if (::close(fd.release()) != 0)
     throw status_error(status::io_failed,
