@@ -819,6 +819,29 @@ TEST_P(target_session, ctrl_c_after_refused_ios_exits_1) {
       << t.output();
 }
 
+TEST_P(target_session, errors_of_an_earlier_session_set_the_exit_status) {
+  target t(options());
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * 1024);
+    run_ios(d.worker(0), {{read_op, 1, 4096, 0, 1 << 20}}, status::invalid_value);
+    d.disconnect();
+    ASSERT_TRUE(t.wait_occurrences("control connection lost", 1)) << t.output();
+  }
+  {  // A clean session after it, and the last one.
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * 1024);
+    run_ios(d.worker(0), {{read_op, 2, 4096, 0, 0}});
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(1)) << t.output();
+  // The printed stats stay the last session's.
+  EXPECT_EQ(core_operations(t.output()), (std::vector<std::pair<uint32_t, uint64_t>>{{0, 1}}))
+      << t.output();
+}
+
 INSTANTIATE_TEST_SUITE_P(transports, target_session, ::testing::Values("tcp", "sm"),
                          [](const auto& info) { return info.param; });
 
