@@ -212,7 +212,8 @@ void target_service::stop_workers() {
     const worker_stats& s = stats_.back();
     data_path_errors_ += s.errors;
     if (s.errors != 0)
-      ZC_LOG_ERROR("worker on cpu {}: {} operations, {} errors", s.cpu, s.operations, s.errors);
+      ZC_LOG_ERROR("worker on cpu {}: {} operations, {} errors ({} messages refused)", s.cpu,
+                   s.operations, s.errors, s.refused_messages);
   }
 }
 

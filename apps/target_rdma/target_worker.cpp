@@ -34,7 +34,7 @@ class target_worker::io_path {
            data_->state() == core::context_state::idle;
   }
   worker_stats stats() const noexcept {
-    return {cpu_, operations_, errors_, engine_.hits(), engine_.misses()};
+    return {cpu_, operations_, errors_, engine_.hits(), engine_.misses(), refused_messages_};
   }
 
  private:
@@ -65,6 +65,7 @@ class target_worker::io_path {
   uint32_t in_flight_ = 0;  // requests received and not yet answered
   uint64_t operations_ = 0;
   uint64_t errors_ = 0;
+  uint64_t refused_messages_ = 0;
   std::vector<uint8_t> messages_;
   std::unique_ptr<core::memory_map> messages_map_;
   // One message buffer per slot, plus a storage and a requester buffer per transfer.
@@ -164,11 +165,17 @@ void target_worker::io_path::post_receive(slot& s) {
 }
 
 void target_worker::io_path::on_receive_failed(slot& s, status result) {
-  (void)s;
-  if (serving_) {
+  if (!serving_) return;  // a stop flushes the posted receives
+  ++errors_;
+  if (control_->state() != core::context_state::running) {
     ZC_LOG_ERROR("worker {}: receive failed: {}", cpu_, status_name(result));
-    ++errors_;
+    return;
   }
+  // The connection is still up, so only this message was bad (too_big: it did not fit the 64-byte
+  // slot). Without a new receive the slot would be lost for the rest of the session.
+  ++refused_messages_;
+  ZC_LOG_ERROR("worker {}: message refused ({}); receive posted again", cpu_, status_name(result));
+  post_receive(s);
 }
 
 // A request arrived in slot s: check it against both regions, then move the data.
@@ -176,6 +183,7 @@ void target_worker::io_path::on_request(slot& s) {
   ++in_flight_;
   if (s.receive->received_length() != io_message_size) {
     ZC_LOG_WARN("worker {}: {}-byte IO message refused", cpu_, s.receive->received_length());
+    ++errors_;
     respond(s, status::invalid_value);
     return;
   }

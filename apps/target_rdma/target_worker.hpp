@@ -24,9 +24,10 @@ namespace zc::target {
 struct worker_stats {
   uint32_t cpu = 0;
   uint64_t operations = 0;  // transfers that completed
-  uint64_t errors = 0;      // failed transfers, refused IOs, failed sends
+  uint64_t errors = 0;      // failed transfers, refused IOs and messages, failed sends
   uint64_t pe_hits = 0;
   uint64_t pe_misses = 0;
+  uint64_t refused_messages = 0;  // messages that did not fit a receive slot (among the errors)
 };
 
 // How long the control thread waits for a worker.

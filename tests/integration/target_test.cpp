@@ -819,6 +819,37 @@ TEST_P(target_session, ctrl_c_after_refused_ios_exits_1) {
       << t.output();
 }
 
+TEST_P(target_session, an_oversized_io_message_costs_no_transaction_slot) {
+  target t(options());
+  ASSERT_TRUE(t.listening()) << t.output();
+  constexpr uint32_t depth = 16;
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(depth, 1, 64 * 1024);
+    driver_worker& w = d.worker(0);
+    // A read request with 64 more bytes behind it: too big for the target's 64-byte slot.
+    auto oversized = request_bytes({read_op, 1, 512, 0, 0});
+    std::vector<uint8_t> bytes(oversized.begin(), oversized.end());
+    bytes.resize(2 * storage::io_message_size, 0xAB);
+    ASSERT_EQ(w.send_raw(bytes), status::success);
+    EXPECT_EQ(w.raw_result(), std::optional<status>(status::too_big));
+    EXPECT_TRUE(t.wait_occurrences("receive posted again", 1)) << t.output();
+    // Every slot serves again: the whole queue depth at once.
+    std::vector<io_request> burst;
+    for (uint32_t i = 0; i < depth; ++i) burst.push_back({read_op, 100 + i, 512, i * 512, i * 512});
+    run_ios(w, burst);
+    EXPECT_EQ(w.send_errors(), 0u);
+    d.stop();
+    d.shutdown();
+  }
+  // The refused message is a data-path error of the session.
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(1)) << t.output();
+  EXPECT_EQ(core_operations(t.output()),
+            (std::vector<std::pair<uint32_t, uint64_t>>{{0, uint64_t(depth)}}))
+      << t.output();
+  EXPECT_NE(t.output().find("1 messages refused"), std::string::npos) << t.output();
+}
+
 TEST_P(target_session, errors_of_an_earlier_session_set_the_exit_status) {
   target t(options());
   ASSERT_TRUE(t.listening()) << t.output();
