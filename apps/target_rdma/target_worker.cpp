@@ -51,11 +51,14 @@ class target_worker::io_path {
   slot& slot_of(const core::task_base& t) { return slots_[t.get_user_data().u64]; }
   void on_request(slot& s);
   void on_receive_failed(slot& s, status result);
+  status submit_transfer(slot& s, io_message_type type, uint64_t storage_offset,
+                         uint64_t requester_offset, uint32_t size);
   void on_transfer_done(slot& s, status result);
   void release_buffers(slot& s) noexcept;
   void respond(slot& s, status result);
   void answered(slot& s);
   void post_receive(slot& s);
+  void watch(rdma::context& ctx, const char* role);
 
   const uint32_t cpu_;
   core::progress_engine& engine_;
@@ -93,6 +96,8 @@ target_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
   // Nothing of this process is exported: the peer may not touch our memory through either.
   control_->set_permissions(core::access::local_read_only);
   data_->set_permissions(core::access::local_read_only);
+  watch(*control_, "io_control");
+  watch(*data_, "io_data");
   control_->configure<rdma::receive_task>(
       transactions, [this](rdma::receive_task& t) { on_request(slot_of(t)); },
       [this](rdma::receive_task& t) { on_receive_failed(slot_of(t), t.result()); });
@@ -126,6 +131,17 @@ target_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
 target_worker::io_path::~io_path() {
   // What the contexts flush on their way out is not an error of the session.
   serving_ = false;
+}
+
+// A connection that leaves running while IOs are served fails every IO that needs it from then
+// on; say once why, rather than only counting the failures.
+void target_worker::io_path::watch(rdma::context& ctx, const char* role) {
+  ctx.set_state_changed_callback([this, &ctx, role](core::context&, core::context_state previous,
+                                                    core::context_state next) {
+    if (serving_ && previous == core::context_state::running &&
+        next != core::context_state::running)
+      ZC_LOG_ERROR("worker {}: {} connection lost ({})", cpu_, role, status_name(ctx.failure()));
+  });
 }
 
 std::vector<uint8_t> target_worker::io_path::connect(storage::rdma_role role,
@@ -204,19 +220,32 @@ void target_worker::io_path::on_request(slot& s) {
     respond(s, status::invalid_value);
     return;
   }
+  const status r =
+      submit_transfer(s, type, storage_offset, requester_offset, static_cast<uint32_t>(size));
+  if (!ok(r)) {
+    // REFERENCE_SPEC §7.3: a transfer that cannot be submitted is answered with the submit's own
+    // status (bad_state when the io_data connection is gone, ...), not the IO_FAILED of a
+    // transfer that failed on its way.
+    release_buffers(s);
+    ZC_LOG_ERROR("worker {}: cannot submit the transfer: {}", cpu_, status_name(r));
+    ++errors_;
+    respond(s, r);
+  }
+}
+
+status target_worker::io_path::submit_transfer(slot& s, io_message_type type,
+                                               uint64_t storage_offset, uint64_t requester_offset,
+                                               uint32_t size) {
   status r = inventory_.get_by_data(storage_, storage_.data() + storage_offset, size, s.local);
   if (ok(r)) r = inventory_.get_by_data(remote_, remote_.data() + requester_offset, size, s.peer);
-  if (ok(r)) {
-    if (type == io_message_type::read) {
-      s.write->set(*s.local, *s.peer);  // storage -> requester
-      r = data_->submit(*s.write);
-    } else {
-      s.local->set_data(s.local->head(), 0);  // the read appends after the data section
-      s.read->set(*s.peer, *s.local);         // requester -> storage
-      r = data_->submit(*s.read);
-    }
+  if (!ok(r)) return r;
+  if (type == io_message_type::read) {
+    s.write->set(*s.local, *s.peer);  // storage -> requester
+    return data_->submit(*s.write);
   }
-  if (!ok(r)) on_transfer_done(s, r);
+  s.local->set_data(s.local->head(), 0);  // the read appends after the data section
+  s.read->set(*s.peer, *s.local);         // requester -> storage
+  return data_->submit(*s.read);
 }
 
 void target_worker::io_path::release_buffers(slot& s) noexcept {

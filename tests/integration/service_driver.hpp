@@ -225,6 +225,11 @@ class driver_worker {
     thread_.wait_until([this] { return raw_result_.has_value(); }, timeout);
     return thread_.call([&] { return raw_result_; });
   }
+  // Stops one of this worker's contexts (the other keeps running), as a peer that loses one of
+  // its two connections would.
+  void stop_context(storage::rdma_role role) {
+    thread_.call([&] { (void)context_for(role).stop(); });
+  }
 
   // Sends every request; throws if one cannot be submitted.
   void submit_all(std::span<const io_request> requests) {

@@ -850,6 +850,28 @@ TEST_P(target_session, an_oversized_io_message_costs_no_transaction_slot) {
   EXPECT_NE(t.output().find("1 messages refused"), std::string::npos) << t.output();
 }
 
+// REFERENCE_SPEC §7.3: a transfer that cannot even be submitted is answered with the submit's
+// status; IO_FAILED is for a transfer that failed on its way.
+TEST_P(target_session, a_transfer_that_cannot_be_submitted_is_answered_with_its_status) {
+  target t(options());
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * 1024);
+    driver_worker& w = d.worker(0);
+    run_ios(w, {{read_op, 1, 4096, 0, 0}});
+    // The requester's io_data side goes; io_control still carries requests.
+    w.stop_context(rdma_role::io_data);
+    ASSERT_TRUE(t.wait_occurrences("io_data connection lost", 1)) << t.output();
+    run_ios(w, {{read_op, 2, 4096, 0, 0}, {write_op, 3, 4096, 4096, 4096}}, status::bad_state);
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(1)) << t.output();
+  EXPECT_EQ(core_operations(t.output()), (std::vector<std::pair<uint32_t, uint64_t>>{{0, 1}}))
+      << t.output();
+}
+
 TEST_P(target_session, errors_of_an_earlier_session_set_the_exit_status) {
   target t(options());
   ASSERT_TRUE(t.listening()) << t.output();
