@@ -233,18 +233,25 @@ void target_worker::io_path::on_request(slot& s) {
   }
 }
 
+// Both transfers land after the destination's data section (DOCA's rdma read and write
+// semantics), so each destination is an empty data section at the target address, and each
+// source's data section is the bytes to move.
 status target_worker::io_path::submit_transfer(slot& s, io_message_type type,
                                                uint64_t storage_offset, uint64_t requester_offset,
                                                uint32_t size) {
-  status r = inventory_.get_by_data(storage_, storage_.data() + storage_offset, size, s.local);
-  if (ok(r)) r = inventory_.get_by_data(remote_, remote_.data() + requester_offset, size, s.peer);
-  if (!ok(r)) return r;
-  if (type == io_message_type::read) {
-    s.write->set(*s.local, *s.peer);  // storage -> requester
+  uint8_t* const at_storage = storage_.data() + storage_offset;
+  uint8_t* const at_requester = remote_.data() + requester_offset;
+  if (type == io_message_type::read) {  // storage -> requester: rdma write
+    status r = inventory_.get_by_data(storage_, at_storage, size, s.local);
+    if (ok(r)) r = inventory_.get_by_addr(remote_, at_requester, size, s.peer);
+    if (!ok(r)) return r;
+    s.write->set(*s.local, *s.peer);
     return data_->submit(*s.write);
   }
-  s.local->set_data(s.local->head(), 0);  // the read appends after the data section
-  s.read->set(*s.peer, *s.local);         // requester -> storage
+  status r = inventory_.get_by_data(remote_, at_requester, size, s.peer);  // requester -> storage
+  if (ok(r)) r = inventory_.get_by_addr(storage_, at_storage, size, s.local);
+  if (!ok(r)) return r;
+  s.read->set(*s.peer, *s.local);
   return data_->submit(*s.read);
 }
 
