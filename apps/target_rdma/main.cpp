@@ -35,8 +35,9 @@ int main(int argc, char** argv) {
     ZC_LOG_INFO("storage: {} blocks of {} bytes ({} bytes)", config.block_count, config.block_size,
                 capacity);
 
+    // With --listen-port 0 the kernel picks the port: this line is how a launcher learns it.
     storage::tcp_server_channel channel(config.listen_port);
-    ZC_LOG_INFO("listening on port {}", config.listen_port);
+    ZC_LOG_INFO("listening on port {}", channel.port());
     target::target_service service(config, *storage, config.block_size);
     return service.run(channel);
   } catch (const status_error& e) {

@@ -88,11 +88,12 @@ struct target_options {
   std::string device = "tcp";
   int workers = 1;  // --cpu 0 [--cpu 1]
   std::vector<std::string> extra;
+  bool any_port = false;  // --listen-port 0: the target picks one and logs it
 };
 
 class target {
  public:
-  explicit target(target_options o) : port_(free_tcp_port()) {
+  explicit target(target_options o) : port_(o.any_port ? 0 : free_tcp_port()) {
     std::vector<std::string> argv{
         binary("zcstore_target_rdma"), "-d", o.device, "--poll-mode", "event", "--listen-port",
         std::to_string(port_)};
@@ -103,6 +104,7 @@ class target {
     argv.insert(argv.end(), o.extra.begin(), o.extra.end());
     process_ = std::make_unique<subprocess>(argv);
     listening_ = process_->wait_for_output("listening on port", start_timeout);
+    if (listening_ && o.any_port) port_ = logged_port();
   }
 
   bool listening() const { return listening_; }
@@ -118,6 +120,20 @@ class target {
          fs::directory_iterator(fs::path("/proc") / std::to_string(process_->pid()) / "fd"))
       ++n;
     return n;
+  }
+  // The port of the "listening on port N" line, once its line is complete (0 if it never is).
+  uint16_t logged_port() {
+    const std::string key = "listening on port ";
+    const auto deadline = std::chrono::steady_clock::now() + start_timeout;
+    for (;;) {
+      const std::string out = output();
+      const size_t at = out.find(key);
+      const size_t end = at == std::string::npos ? at : out.find('\n', at);
+      if (end != std::string::npos)
+        return static_cast<uint16_t>(std::stoul(out.substr(at + key.size())));
+      if (std::chrono::steady_clock::now() >= deadline || !process_->running()) return 0;
+      std::this_thread::sleep_for(10ms);
+    }
   }
   // How often `text` occurs in the output so far.
   size_t occurrences(const std::string& text) const {
@@ -917,6 +933,25 @@ TEST(target_process, ctrl_c_while_waiting_for_a_request_exits_0) {
   d.query();
   t.process().signal(SIGINT);
   ASSERT_EQ(t.wait_exit(5s), std::optional<int>(0)) << t.output();
+}
+
+TEST(target_process, listen_port_0_takes_a_free_port_and_logs_it) {
+  target_options o;
+  o.any_port = true;
+  target t(o);
+  ASSERT_TRUE(t.listening()) << t.output();
+  ASSERT_NE(t.port(), 0) << t.output();
+  // The configuration is printed as given; the log line has the port bound.
+  EXPECT_NE(t.output().find("listen_port: 0"), std::string::npos) << t.output();
+  {
+    service_driver d(t.port());
+    d.open_session(16, 1, 64 * 1024);
+    run_ios(d.worker(0), {{write_op, 1, 4096, 0, 0}, {read_op, 2, 4096, 4096, 0}});
+    EXPECT_EQ(std::memcmp(d.region_data(), d.region_data() + 4096, 4096), 0);
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
 }
 
 // The output minus the version banner: the lines a user reads about the failure.
