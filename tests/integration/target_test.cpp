@@ -135,6 +135,13 @@ class target {
       std::this_thread::sleep_for(10ms);
     }
   }
+  // The process's peak resident memory so far (VmHWM), in bytes.
+  uint64_t peak_memory() const {
+    std::ifstream in(fs::path("/proc") / std::to_string(process_->pid()) / "status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    return 0;
+  }
   // How often `text` occurs in the output so far.
   size_t occurrences(const std::string& text) const {
     const std::string out = output();
@@ -952,6 +959,36 @@ TEST(target_process, listen_port_0_takes_a_free_port_and_logs_it) {
     d.shutdown();
   }
   ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+}
+
+// The content file is read straight into the storage memory: the target's peak memory grows by
+// the content's size once, not twice (a staging buffer, then a copy).
+TEST(target_process, content_file_is_read_straight_into_the_storage) {
+  constexpr uint32_t block_size = 4096, block_count = 16384;
+  constexpr uint64_t size = uint64_t(block_size) * block_count;  // 64 MiB
+  temp_dir dir;
+  const auto content = pattern(size, 9);
+  write_file(dir / "c.raw", content);
+  storage::write_sbc(dir / "c.sbc", block_size, block_count, content);
+  const std::vector<std::string> geometry{"--block-size", "4096", "--block-count",
+                                          std::to_string(block_count)};
+  auto peak_of = [&](std::vector<std::string> extra) {
+    target t({"tcp", 1, std::move(extra)});
+    EXPECT_TRUE(t.listening()) << t.output();
+    return t.peak_memory();
+  };
+  // Zero-filled storage is never touched: the baseline holds no content.
+  const uint64_t baseline = peak_of(geometry);
+  ASSERT_GT(baseline, 0u);
+  for (const char* file : {"c.raw", "c.sbc"}) {
+    SCOPED_TRACE(file);
+    auto extra = geometry;
+    extra.insert(extra.end(), {"--binary-content", (dir / file).string()});
+    const uint64_t peak = peak_of(extra);
+    EXPECT_GE(peak, baseline + size * 9 / 10) << "the content is not resident";
+    EXPECT_LT(peak, baseline + size * 3 / 2) << "peak " << peak << " bytes over a baseline of "
+                                             << baseline << " for " << size << " bytes of content";
+  }
 }
 
 // The output minus the version banner: the lines a user reads about the failure.
