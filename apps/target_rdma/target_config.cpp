@@ -21,9 +21,10 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
       ->required()
       ->check(
           CLI::Range(0u, std::max(1u, std::thread::hardware_concurrency()) - 1, "an existing cpu"));
-  app.add_option("--listen-port", port, "TCP port for the control connection")
+  app.add_option("--listen-port", port,
+                 "TCP port for the control connection (0: any free port, printed once bound)")
       ->required()
-      ->check(CLI::Range(1, 65535));
+      ->check(CLI::Range(0, 65535));
   app.add_option("--binary-content", out.binary_content,
                  "Initial content: a .sbc file or a raw file of block-size x block-count bytes");
   app.add_option("--block-count", out.block_count, "Blocks (ignored with a .sbc file)")

@@ -53,16 +53,14 @@ int target_service::run(storage::control_channel& channel) {
   // output always has the reference's per-core blocks.
   if (stats_.empty())
     for (uint32_t cpu : config_.cpus) stats_.push_back(worker_stats{cpu, 0, 0, 0, 0});
-  uint64_t errors = 0;
   std::vector<storage::core_stats> blocks;
   for (const auto& w : stats_) {
-    errors += w.errors;
     blocks.push_back({w.cpu, w.operations, std::nullopt, w.pe_hits, w.pe_misses});
   }
   std::fputs(storage::format_core_stats(blocks).c_str(), stdout);
   std::fflush(stdout);
-  if (errors != 0) {
-    ZC_LOG_ERROR("the data path had {} errors", errors);
+  if (data_path_errors_ != 0) {
+    ZC_LOG_ERROR("the data path had {} errors", data_path_errors_);
     return 1;
   }
   return 0;
@@ -202,19 +200,27 @@ message target_service::on_stop(const message& request) {
   return storage::make_response(request, message_type::stop_storage_response);
 }
 
+// Once per session: the printed stats are the last session's, but its errors are added to those
+// of every earlier session, so that the exit status reports them all.
 void target_service::stop_workers() {
-  if (workers_.empty()) return;
+  if (workers_.empty() || workers_stopped_) return;
+  workers_stopped_ = true;
   stats_.clear();
   for (auto& w : workers_) {
     w->stop();
     stats_.push_back(w->stats());
+    const worker_stats& s = stats_.back();
+    data_path_errors_ += s.errors;
+    if (s.errors != 0)
+      ZC_LOG_ERROR("worker on cpu {}: {} operations, {} errors ({} messages refused)", s.cpu,
+                   s.operations, s.errors, s.refused_messages);
   }
 }
 
 void target_service::teardown() {
-  if (stage_ == stage::running) stop_workers();
-  if (!workers_.empty() && stats_.empty()) stop_workers();
+  stop_workers();
   workers_.clear();
+  workers_stopped_ = false;
   remote_.reset();
 }
 

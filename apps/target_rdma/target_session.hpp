@@ -27,7 +27,7 @@ class target_service {
   ~target_service();
 
   // Serves sessions until one ends with shutdown_request or a stop is requested (Ctrl-C).
-  // Returns the exit status: 0, or 1 when the data path had errors.
+  // Returns the exit status: 0, or 1 when the data path of any session had errors.
   int run(storage::control_channel& channel);
 
  private:
@@ -50,7 +50,9 @@ class target_service {
   stage stage_ = stage::query;
   std::unique_ptr<core::memory_map> remote_;
   std::vector<std::unique_ptr<target_worker>> workers_;
-  std::vector<worker_stats> stats_;
+  std::vector<worker_stats> stats_;  // the last session's, for the printed blocks
+  bool workers_stopped_ = false;     // stats_ and the errors are this session's already
+  uint64_t data_path_errors_ = 0;    // every session's
   bool exit_ = false;
 };
 

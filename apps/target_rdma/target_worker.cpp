@@ -1,142 +1,177 @@
 #include "target_worker.hpp"
 
+#include <fmt/format.h>
+
+#include "core/buffer.hpp"
 #include "core/log.hpp"
+#include "rdma/context.hpp"
 #include "storage/io_message.hpp"
 
 namespace zc::target {
 
-using namespace std::chrono_literals;
 using storage::io_message_size;
 using storage::io_message_type;
 using storage::io_message_view;
 
-namespace {
-constexpr auto drain_limit = 5s;
-constexpr auto command_limit = 10s;
-}  // namespace
+// The engine-thread half of a worker. Every member and method belongs to the worker's thread.
+class target_worker::io_path {
+ public:
+  io_path(uint32_t cpu, core::progress_engine& engine, const core::device& device,
+          core::memory_map& storage, core::memory_map& remote, uint32_t transactions);
+  ~io_path();
 
-struct target_worker::slot {
-  uint32_t index = 0;
-  core::buffer* message = nullptr;  // the request, then the response (same 64 bytes)
-  rdma::receive_task* receive = nullptr;
-  rdma::send_task* send = nullptr;
-  rdma::read_task* read = nullptr;
-  rdma::write_task* write = nullptr;
-  core::buffer* local = nullptr;  // storage side of the transfer in progress
-  core::buffer* peer = nullptr;   // requester side
-};
-
-target_worker::target_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
-                             core::memory_map& storage, core::memory_map& remote,
-                             uint32_t transactions)
-    : cpu_(cpu),
-      storage_(storage),
-      remote_(remote),
-      transactions_(transactions),
-      thread_(mode, cpu) {
-  thread_.call([&] {
-    messages_.assign(size_t(transactions) * io_message_size, 0);
-    messages_map_ =
-        core::memory_map::wrap(messages_.data(), messages_.size(), core::access::local_read_write);
-    // One message buffer per slot, plus a storage and a requester buffer per transfer.
-    inventory_ = std::make_unique<core::buffer_inventory>(transactions * 3);
-    control_ = std::make_unique<rdma::context>(thread_.engine(), device);
-    data_ = std::make_unique<rdma::context>(thread_.engine(), device);
-    // Nothing of this process is exported: the peer may not touch our memory through either.
-    control_->set_permissions(core::access::local_read_only);
-    data_->set_permissions(core::access::local_read_only);
-    slots_.resize(transactions);
-    auto slot_of = [this](core::task_base& t) -> slot& { return slots_[t.get_user_data().u64]; };
-    control_->configure<rdma::receive_task>(
-        transactions, [this, slot_of](rdma::receive_task& t) { on_request(slot_of(t)); },
-        [this](rdma::receive_task& t) {
-          if (serving_) {
-            ZC_LOG_ERROR("worker {}: receive failed: {}", cpu_, status_name(t.result()));
-            ++errors_;
-          }
-        });
-    control_->configure<rdma::send_task>(
-        transactions, [this, slot_of](rdma::send_task& t) { answered(slot_of(t)); },
-        [this, slot_of](rdma::send_task& t) {
-          ZC_LOG_ERROR("worker {}: response not delivered: {}", cpu_, status_name(t.result()));
-          ++errors_;
-          answered(slot_of(t));
-        });
-    auto transferred = [this, slot_of](auto& t) { on_transfer_done(slot_of(t), t.result()); };
-    data_->configure<rdma::read_task>(transactions, transferred, transferred);
-    data_->configure<rdma::write_task>(transactions, transferred, transferred);
-    for (uint32_t i = 0; i < transactions; ++i) {
-      slot& s = slots_[i];
-      s.index = i;
-      throw_if_failed(
-          inventory_->get_by_addr(*messages_map_, messages_.data() + i * io_message_size,
-                                  io_message_size, s.message),
-          "message buffer");
-      auto ud = core::make_user_data(i);
-      throw_if_failed(control_->allocate(ud, s.receive), "receive task");
-      throw_if_failed(control_->allocate(ud, s.send), "send task");
-      throw_if_failed(data_->allocate(ud, s.read), "read task");
-      throw_if_failed(data_->allocate(ud, s.write), "write task");
-      s.receive->set_dst(*s.message);
-      s.send->set_src(*s.message);
-    }
-    control_->start();
-    data_->start();
-  });
-}
-
-target_worker::~target_worker() {
-  try {
-    thread_.call([&] {
-      serving_ = false;
-      slots_.clear();
-      control_.reset();
-      data_.reset();
-      inventory_.reset();
-      messages_map_.reset();
-    });
-  } catch (const std::exception& e) {
-    ZC_LOG_ERROR("worker {}: teardown: {}", cpu_, e.what());
-  }
-}
-
-std::vector<uint8_t> target_worker::connect(storage::rdma_role role,
-                                            std::span<const uint8_t> peer_blob) {
-  return thread_.call(
-      [&] {
-        rdma::context& ctx = role == storage::rdma_role::io_control ? *control_ : *data_;
-        if (ctx.state() != core::context_state::starting)
-          throw status_error(status::already_exist,
-                             fmt::format("worker on cpu {} already has its {} connection", cpu_,
-                                         storage::to_string(role)));
-        auto mine = ctx.export_connection();
-        ctx.connect(peer_blob);
-        ++connected_roles_;
-        return mine;
-      },
-      command_limit);
-}
-
-bool target_worker::ready() {
-  return thread_.call([&] {
+  std::vector<uint8_t> connect(storage::rdma_role role, std::span<const uint8_t> peer_blob);
+  bool ready() const noexcept {
     return control_->state() == core::context_state::running &&
            data_->state() == core::context_state::running;
+  }
+  void start_serving();
+  void stop_serving() noexcept { serving_ = false; }
+  uint32_t in_flight() const noexcept { return in_flight_; }
+  void stop_contexts();
+  bool stopped() const noexcept {
+    return control_->state() == core::context_state::idle &&
+           data_->state() == core::context_state::idle;
+  }
+  worker_stats stats() const noexcept {
+    return {cpu_, operations_, errors_, engine_.hits(), engine_.misses(), refused_messages_};
+  }
+
+ private:
+  struct slot {
+    core::buffer* message = nullptr;  // the request, then the response (same 64 bytes)
+    rdma::receive_task* receive = nullptr;
+    rdma::send_task* send = nullptr;
+    rdma::read_task* read = nullptr;
+    rdma::write_task* write = nullptr;
+    core::buffer* local = nullptr;  // storage side of the transfer in progress
+    core::buffer* peer = nullptr;   // requester side
+  };
+
+  slot& slot_of(const core::task_base& t) { return slots_[t.get_user_data().u64]; }
+  void on_request(slot& s);
+  void on_receive_failed(slot& s, status result);
+  status submit_transfer(slot& s, io_message_type type, uint64_t storage_offset,
+                         uint64_t requester_offset, uint32_t size);
+  void on_transfer_done(slot& s, status result);
+  void release_buffers(slot& s) noexcept;
+  void respond(slot& s, status result);
+  void answered(slot& s);
+  void post_receive(slot& s);
+  void watch(rdma::context& ctx, const char* role);
+
+  const uint32_t cpu_;
+  core::progress_engine& engine_;
+  core::memory_map& storage_;
+  core::memory_map& remote_;
+  bool serving_ = false;
+  uint32_t in_flight_ = 0;  // requests received and not yet answered
+  uint64_t operations_ = 0;
+  uint64_t errors_ = 0;
+  uint64_t refused_messages_ = 0;
+  std::vector<uint8_t> messages_;
+  std::unique_ptr<core::memory_map> messages_map_;
+  // One message buffer per slot, plus a storage and a requester buffer per transfer.
+  core::buffer_inventory inventory_;
+  std::vector<slot> slots_;
+  // Declared last, so destroyed first: nothing they hold may outlive the buffers and slots.
+  std::unique_ptr<rdma::context> control_;
+  std::unique_ptr<rdma::context> data_;
+};
+
+target_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
+                                const core::device& device, core::memory_map& storage,
+                                core::memory_map& remote, uint32_t transactions)
+    : cpu_(cpu),
+      engine_(engine),
+      storage_(storage),
+      remote_(remote),
+      messages_(size_t(transactions) * io_message_size, 0),
+      messages_map_(core::memory_map::wrap(messages_.data(), messages_.size(),
+                                           core::access::local_read_write)),
+      inventory_(transactions * 3),
+      slots_(transactions),
+      control_(std::make_unique<rdma::context>(engine, device)),
+      data_(std::make_unique<rdma::context>(engine, device)) {
+  // Nothing of this process is exported: the peer may not touch our memory through either.
+  control_->set_permissions(core::access::local_read_only);
+  data_->set_permissions(core::access::local_read_only);
+  watch(*control_, "io_control");
+  watch(*data_, "io_data");
+  control_->configure<rdma::receive_task>(
+      transactions, [this](rdma::receive_task& t) { on_request(slot_of(t)); },
+      [this](rdma::receive_task& t) { on_receive_failed(slot_of(t), t.result()); });
+  control_->configure<rdma::send_task>(
+      transactions, [this](rdma::send_task& t) { answered(slot_of(t)); },
+      [this](rdma::send_task& t) {
+        ZC_LOG_ERROR("worker {}: response not delivered: {}", cpu_, status_name(t.result()));
+        ++errors_;
+        answered(slot_of(t));
+      });
+  auto transferred = [this](auto& t) { on_transfer_done(slot_of(t), t.result()); };
+  data_->configure<rdma::read_task>(transactions, transferred, transferred);
+  data_->configure<rdma::write_task>(transactions, transferred, transferred);
+  for (uint32_t i = 0; i < transactions; ++i) {
+    slot& s = slots_[i];
+    throw_if_failed(inventory_.get_by_addr(*messages_map_, messages_.data() + i * io_message_size,
+                                           io_message_size, s.message),
+                    "message buffer");
+    auto ud = core::make_user_data(i);
+    throw_if_failed(control_->allocate(ud, s.receive), "receive task");
+    throw_if_failed(control_->allocate(ud, s.send), "send task");
+    throw_if_failed(data_->allocate(ud, s.read), "read task");
+    throw_if_failed(data_->allocate(ud, s.write), "write task");
+    s.receive->set_dst(*s.message);
+    s.send->set_src(*s.message);
+  }
+  throw_if_failed(control_->start(), "start io_control context");
+  throw_if_failed(data_->start(), "start io_data context");
+}
+
+target_worker::io_path::~io_path() {
+  // What the contexts flush on their way out is not an error of the session.
+  serving_ = false;
+}
+
+// A connection that leaves running while IOs are served fails every IO that needs it from then
+// on; say once why, rather than only counting the failures.
+void target_worker::io_path::watch(rdma::context& ctx, const char* role) {
+  ctx.set_state_changed_callback([this, &ctx, role](core::context&, core::context_state previous,
+                                                    core::context_state next) {
+    if (serving_ && previous == core::context_state::running &&
+        next != core::context_state::running)
+      ZC_LOG_ERROR("worker {}: {} connection lost ({})", cpu_, role, status_name(ctx.failure()));
   });
 }
 
-void target_worker::start_data_path() {
-  thread_.call([&] {
-    serving_ = true;
-    for (auto& s : slots_) post_receive(s);
-  });
+std::vector<uint8_t> target_worker::io_path::connect(storage::rdma_role role,
+                                                     std::span<const uint8_t> peer_blob) {
+  rdma::context& ctx = role == storage::rdma_role::io_control ? *control_ : *data_;
+  if (ctx.state() != core::context_state::starting)
+    throw status_error(status::already_exist,
+                       fmt::format("worker on cpu {} already has its {} connection", cpu_,
+                                   storage::to_string(role)));
+  auto mine = ctx.export_connection();
+  ctx.connect(peer_blob);
+  return mine;
 }
 
-void target_worker::answered(slot& s) {
+void target_worker::io_path::start_serving() {
+  serving_ = true;
+  for (auto& s : slots_) post_receive(s);
+}
+
+void target_worker::io_path::stop_contexts() {
+  control_->stop();
+  data_->stop();
+}
+
+void target_worker::io_path::answered(slot& s) {
   --in_flight_;
   post_receive(s);
 }
 
-void target_worker::post_receive(slot& s) {
+void target_worker::io_path::post_receive(slot& s) {
   s.message->set_data(s.message->head(), 0);
   if (!serving_) return;
   if (status r = control_->submit(*s.receive); !ok(r)) {
@@ -145,11 +180,26 @@ void target_worker::post_receive(slot& s) {
   }
 }
 
+void target_worker::io_path::on_receive_failed(slot& s, status result) {
+  if (!serving_) return;  // a stop flushes the posted receives
+  ++errors_;
+  if (control_->state() != core::context_state::running) {
+    ZC_LOG_ERROR("worker {}: receive failed: {}", cpu_, status_name(result));
+    return;
+  }
+  // The connection is still up, so only this message was bad (too_big: it did not fit the 64-byte
+  // slot). Without a new receive the slot would be lost for the rest of the session.
+  ++refused_messages_;
+  ZC_LOG_ERROR("worker {}: message refused ({}); receive posted again", cpu_, status_name(result));
+  post_receive(s);
+}
+
 // A request arrived in slot s: check it against both regions, then move the data.
-void target_worker::on_request(slot& s) {
+void target_worker::io_path::on_request(slot& s) {
   ++in_flight_;
   if (s.receive->received_length() != io_message_size) {
     ZC_LOG_WARN("worker {}: {}-byte IO message refused", cpu_, s.receive->received_length());
+    ++errors_;
     respond(s, status::invalid_value);
     return;
   }
@@ -170,25 +220,49 @@ void target_worker::on_request(slot& s) {
     respond(s, status::invalid_value);
     return;
   }
-  status r = inventory_->get_by_data(storage_, storage_.data() + storage_offset, size, s.local);
-  if (ok(r)) r = inventory_->get_by_data(remote_, remote_.data() + requester_offset, size, s.peer);
-  if (ok(r)) {
-    if (type == io_message_type::read) {
-      s.write->set(*s.local, *s.peer);  // storage -> requester
-      r = data_->submit(*s.write);
-    } else {
-      s.local->set_data(s.local->head(), 0);  // the read appends after the data section
-      s.read->set(*s.peer, *s.local);         // requester -> storage
-      r = data_->submit(*s.read);
-    }
+  const status r =
+      submit_transfer(s, type, storage_offset, requester_offset, static_cast<uint32_t>(size));
+  if (!ok(r)) {
+    // REFERENCE_SPEC §7.3: a transfer that cannot be submitted is answered with the submit's own
+    // status (bad_state when the io_data connection is gone, ...), not the IO_FAILED of a
+    // transfer that failed on its way.
+    release_buffers(s);
+    ZC_LOG_ERROR("worker {}: cannot submit the transfer: {}", cpu_, status_name(r));
+    ++errors_;
+    respond(s, r);
   }
-  if (!ok(r)) on_transfer_done(s, r);
 }
 
-void target_worker::on_transfer_done(slot& s, status result) {
+// Both transfers land after the destination's data section (DOCA's rdma read and write
+// semantics), so each destination is an empty data section at the target address, and each
+// source's data section is the bytes to move.
+status target_worker::io_path::submit_transfer(slot& s, io_message_type type,
+                                               uint64_t storage_offset, uint64_t requester_offset,
+                                               uint32_t size) {
+  uint8_t* const at_storage = storage_.data() + storage_offset;
+  uint8_t* const at_requester = remote_.data() + requester_offset;
+  if (type == io_message_type::read) {  // storage -> requester: rdma write
+    status r = inventory_.get_by_data(storage_, at_storage, size, s.local);
+    if (ok(r)) r = inventory_.get_by_addr(remote_, at_requester, size, s.peer);
+    if (!ok(r)) return r;
+    s.write->set(*s.local, *s.peer);
+    return data_->submit(*s.write);
+  }
+  status r = inventory_.get_by_data(remote_, at_requester, size, s.peer);  // requester -> storage
+  if (ok(r)) r = inventory_.get_by_addr(storage_, at_storage, size, s.local);
+  if (!ok(r)) return r;
+  s.read->set(*s.peer, *s.local);
+  return data_->submit(*s.read);
+}
+
+void target_worker::io_path::release_buffers(slot& s) noexcept {
   if (s.local != nullptr) s.local->release();
   if (s.peer != nullptr) s.peer->release();
   s.local = s.peer = nullptr;
+}
+
+void target_worker::io_path::on_transfer_done(slot& s, status result) {
+  release_buffers(s);
   if (ok(result)) {
     ++operations_;
   } else {
@@ -200,7 +274,7 @@ void target_worker::on_transfer_done(slot& s, status result) {
 }
 
 // The response reuses the request's buffer: every field stays, type and result change.
-void target_worker::respond(slot& s, status result) {
+void target_worker::io_path::respond(slot& s, status result) {
   io_message_view msg(s.message->head());
   msg.set_type(io_message_type::result);
   msg.set_result(result);
@@ -213,28 +287,56 @@ void target_worker::respond(slot& s, status result) {
   }
 }
 
-void target_worker::stop() {
-  thread_.call([&] { serving_ = false; });
-  if (!thread_.wait_until([&] { return in_flight_ == 0; }, drain_limit))
-    ZC_LOG_ERROR("worker {}: {} IOs still in flight after {} s", cpu_, in_flight_,
-                 drain_limit.count());
-  thread_.call([&] {
-    control_->stop();
-    data_->stop();
-  });
-  thread_.wait_until(
-      [&] {
-        return control_->state() == core::context_state::idle &&
-               data_->state() == core::context_state::idle;
+// ---- target_worker: the control thread's side
+
+target_worker::target_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
+                             core::memory_map& storage, core::memory_map& remote,
+                             uint32_t transactions, worker_limits limits)
+    : cpu_(cpu), limits_(limits), thread_(mode, cpu) {
+  // By value: a build that outlives this wait must not read this constructor's frame.
+  io_ = core::engine_owned<io_path>::build(
+      thread_,
+      [cpu, engine = &thread_.engine(), device = &device, storage = &storage, remote = &remote,
+       transactions] {
+        return std::make_unique<io_path>(cpu, *engine, *device, *storage, *remote, transactions);
       },
-      drain_limit);
+      limits.command);
+}
+
+target_worker::~target_worker() = default;
+
+std::vector<uint8_t> target_worker::connect(storage::rdma_role role,
+                                            std::span<const uint8_t> peer_blob) {
+  // The blob is copied: a connect that outlives this wait must not read the caller's message.
+  auto mine = thread_.call(
+      [io = io_.get(), role, blob = std::vector<uint8_t>(peer_blob.begin(), peer_blob.end())] {
+        return io->connect(role, blob);
+      },
+      limits_.command);
+  ++connected_roles_;
+  return mine;
+}
+
+bool target_worker::ready() {
+  return thread_.call([io = io_.get()] { return io->ready(); }, limits_.command);
+}
+
+void target_worker::start_data_path() {
+  thread_.call([io = io_.get()] { io->start_serving(); }, limits_.command);
+}
+
+void target_worker::stop() {
+  io_path* io = io_.get();
+  thread_.call([io] { io->stop_serving(); }, limits_.command);
+  if (!thread_.wait_until([io] { return io->in_flight() == 0; }, limits_.drain))
+    ZC_LOG_ERROR("worker {}: IOs still in flight after {} ms", cpu_, limits_.drain.count());
+  thread_.call([io] { io->stop_contexts(); }, limits_.command);
+  if (!thread_.wait_until([io] { return io->stopped(); }, limits_.drain))
+    ZC_LOG_ERROR("worker {}: connections not stopped after {} ms", cpu_, limits_.drain.count());
 }
 
 worker_stats target_worker::stats() {
-  return thread_.call([&] {
-    return worker_stats{cpu_, operations_, errors_, thread_.engine().hits(),
-                        thread_.engine().misses()};
-  });
+  return thread_.call([io = io_.get()] { return io->stats(); }, limits_.command);
 }
 
 }  // namespace zc::target

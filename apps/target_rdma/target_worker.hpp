@@ -3,7 +3,8 @@
 // reads and writes against the requester's memory). Each IO is a small state machine on a
 // transaction slot: receive -> check -> transfer -> respond -> receive again.
 // Thread rules: the public methods are for the control thread; they run their work on the
-// worker's own thread and wait for it with a bound.
+// worker's own thread and wait for it with a bound. Everything attached to the worker's engine
+// is built, used and destroyed on that thread only, even when a wait gives up.
 #pragma once
 
 #include <chrono>
@@ -12,11 +13,10 @@
 #include <span>
 #include <vector>
 
-#include "core/buffer.hpp"
 #include "core/device.hpp"
+#include "core/engine_owned.hpp"
 #include "core/engine_thread.hpp"
 #include "core/memory_map.hpp"
-#include "rdma/context.hpp"
 #include "storage/control_message.hpp"
 
 namespace zc::target {
@@ -24,17 +24,30 @@ namespace zc::target {
 struct worker_stats {
   uint32_t cpu = 0;
   uint64_t operations = 0;  // transfers that completed
-  uint64_t errors = 0;      // failed transfers, refused IOs, failed sends
+  uint64_t errors = 0;      // failed transfers, refused IOs and messages, failed sends
   uint64_t pe_hits = 0;
   uint64_t pe_misses = 0;
+  uint64_t refused_messages = 0;  // messages that did not fit a receive slot (among the errors)
+};
+
+// How long the control thread waits for a worker.
+struct worker_limits {
+  std::chrono::milliseconds command{10000};  // building the worker, connecting, each command
+  std::chrono::milliseconds drain{5000};     // at stop: IOs in flight, then the contexts
 };
 
 class target_worker {
  public:
-  // storage: the target's memory; remote: the requester's RDMA export; transactions: N.
+  // storage: the target's memory; remote: the requester's RDMA export; transactions: N. Both
+  // maps and the device must outlive the worker. Throws status_error (time_out when the worker
+  // thread did not build its contexts within limits.command).
   target_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
-                core::memory_map& storage, core::memory_map& remote, uint32_t transactions);
+                core::memory_map& storage, core::memory_map& remote, uint32_t transactions,
+                worker_limits limits = {});
+  // Hands the engine-thread half to the worker thread for destruction and joins it.
   ~target_worker();
+  target_worker(const target_worker&) = delete;
+  target_worker& operator=(const target_worker&) = delete;
 
   // Creates the context for `role`, connects it to the peer's blob, returns this side's blob.
   // Throws status_error (already_exist for a role connected twice, or the rdma layer's error).
@@ -49,30 +62,14 @@ class target_worker {
   worker_stats stats();
 
  private:
-  struct slot;
-  void on_request(slot& s);
-  void on_transfer_done(slot& s, status result);
-  void respond(slot& s, status result);
-  void answered(slot& s);
-  void post_receive(slot& s);
+  class io_path;  // the engine-thread half: contexts, slots, counters
 
   uint32_t cpu_;
-  core::memory_map& storage_;
-  core::memory_map& remote_;
-  uint32_t transactions_;
-  core::engine_thread thread_;
-  // Engine-thread state below.
-  std::unique_ptr<core::memory_map> messages_map_;
-  std::vector<uint8_t> messages_;
-  std::unique_ptr<core::buffer_inventory> inventory_;
-  std::unique_ptr<rdma::context> control_;
-  std::unique_ptr<rdma::context> data_;
-  std::vector<slot> slots_;
+  worker_limits limits_;
   int connected_roles_ = 0;
-  bool serving_ = false;
-  uint32_t in_flight_ = 0;  // requests received and not yet answered
-  uint64_t operations_ = 0;
-  uint64_t errors_ = 0;
+  core::engine_thread thread_;
+  // Declared after thread_: destroyed first, by a job on thread_, which thread_'s join waits for.
+  core::engine_owned<io_path> io_;
 };
 
 }  // namespace zc::target

@@ -1,9 +1,9 @@
 // zc::core::engine_thread: a thread that owns a progress engine, optionally pinned to a core (a
 // program's worker, the reference's per-core thread). Objects attached to the engine are created,
 // used and destroyed on that thread through call(); wait_until() blocks the caller, with a bound,
-// until a condition evaluated on the engine thread holds. Between jobs the thread drives the
-// engine, sleeping according to its poll mode.
-// Thread rules: call(), wait_until() and the destructor from any other thread.
+// until a condition evaluated on the engine thread holds; post() hands it a job without waiting.
+// Between jobs the thread drives the engine, sleeping according to its poll mode.
+// Thread rules: call(), post(), wait_until() and the destructor from any other thread.
 #pragma once
 
 #include <atomic>
@@ -72,11 +72,7 @@ class engine_thread {
     auto task = std::make_shared<std::packaged_task<result()>>(std::forward<F>(f));
     auto future = task->get_future();
     auto state = std::make_shared<std::atomic<int>>(job_queued);
-    {
-      std::lock_guard lock(mutex_);
-      jobs_.push_back({[task] { (*task)(); }, state});
-    }
-    engine_->notify();
+    enqueue({[task] { (*task)(); }, state});
     if (future.wait_for(timeout) != std::future_status::ready) {
       int queued = job_queued;
       state->compare_exchange_strong(queued, job_withdrawn);
@@ -85,18 +81,38 @@ class engine_thread {
     return future.get();
   }
 
+  // Runs f on the engine thread and returns at once. Never withdrawn: a job posted before the
+  // destructor still runs before the thread ends, so a destructor can post the destruction of
+  // engine-thread objects and let the join wait for it. f must not throw.
+  void post(std::function<void()> f) {
+    enqueue({std::move(f), std::make_shared<std::atomic<int>>(job_queued)});
+  }
+
   // True once pred() (run on the engine thread after each progress pass) holds; false on timeout.
+  // A wait that gives up withdraws pred with a posted job, so pred is gone before anything posted
+  // later runs (such as the destruction of what it looks at), even when the engine thread is too
+  // busy to confirm the withdrawal in time; until then pred may still run, so it should capture
+  // by value what it needs.
   bool wait_until(std::function<bool()> pred, std::chrono::milliseconds timeout) {
     auto done = std::make_shared<std::promise<void>>();
     auto future = done->get_future();
-    call([&] { waiters_.push_back({std::move(pred), done}); });
-    engine_->notify();
-    bool ok = future.wait_for(timeout) == std::future_status::ready;
-    if (!ok) call([&] { waiters_.remove_if([&](const waiter& w) { return w.done == done; }); });
-    return ok;
+    post([this, pred = std::move(pred), done]() mutable {
+      waiters_.push_back({std::move(pred), done});
+    });
+    if (future.wait_for(timeout) == std::future_status::ready) return true;
+    auto removed = std::make_shared<std::promise<void>>();
+    auto confirmed = removed->get_future();
+    post([this, done, removed] {
+      waiters_.remove_if([&](const waiter& w) { return w.done == done; });
+      removed->set_value();
+    });
+    (void)confirmed.wait_for(withdraw_limit);
+    return false;
   }
 
  private:
+  // How long a wait_until() that gave up waits for its predicate's withdrawal to be confirmed.
+  static constexpr std::chrono::seconds withdraw_limit{10};
   static constexpr int job_queued = 0;
   static constexpr int job_started = 1;
   static constexpr int job_withdrawn = 2;
@@ -108,6 +124,14 @@ class engine_thread {
     std::function<bool()> pred;
     std::shared_ptr<std::promise<void>> done;
   };
+
+  void enqueue(job j) {
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back(std::move(j));
+    }
+    engine_->notify();
+  }
 
   bool run_jobs() {
     std::deque<job> jobs;

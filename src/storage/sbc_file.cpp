@@ -11,6 +11,7 @@
 
 #include "core/bytes.hpp"
 #include "core/status.hpp"
+#include "storage/internal/fd_io.hpp"
 #include "storage/unique_fd.hpp"
 
 namespace zc::storage {
@@ -30,38 +31,8 @@ unique_fd open_for_read(const std::string& path) {
   return fd;
 }
 
-// Reads up to `out.size()` bytes; returns how many (fewer only at end of file).
-size_t read_fully(int fd, std::span<uint8_t> out, const std::string& path) {
-  size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-    } else if (n == 0) {
-      break;
-    } else if (errno != EINTR) {
-      throw status_error(status::io_failed,
-                         fmt::format("Failed to read {}: {}", path, error_text(errno)));
-    }
-  }
-  return done;
-}
-
-void write_fully(int fd, std::span<const uint8_t> data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-    } else if (n < 0 && errno != EINTR) {
-      throw status_error(status::io_failed,
-                         fmt::format("Failed to write {}: {}", path, error_text(errno)));
-    }
-  }
-}
-
 // Checks a declared geometry; returns the content size.
-uint64_t checked_content_size(uint32_t block_size, uint32_t block_count, const std::string& path) {
+uint64_t checked_content_size(uint32_t block_size, uint32_t block_count, std::string_view path) {
   if (block_size == 0 || block_count == 0)
     throw status_error(status::invalid_value,
                        fmt::format("{}: block_size {} x block_count {} describes no content", path,
@@ -84,41 +55,73 @@ std::array<uint8_t, sbc_header_size> encode_sbc_header(uint32_t block_size, uint
   return header;
 }
 
-bool is_sbc(const std::string& path) {
-  unique_fd fd = open_for_read(path);
-  uint8_t magic[8];
-  return read_fully(fd.get(), magic, path) == sizeof(magic) && load_be64(magic) == sbc_magic;
+sbc_header decode_sbc_header(std::span<const uint8_t> bytes, std::string_view name) {
+  if (bytes.size() >= 8 && load_be64(bytes.data()) != sbc_magic)
+    throw status_error(status::invalid_value, fmt::format("{} is not an .sbc file", name));
+  if (bytes.size() < sbc_header_size)
+    throw status_error(status::io_failed, fmt::format("{}: .sbc header truncated ({} of {} bytes)",
+                                                      name, bytes.size(), sbc_header_size));
+  sbc_header h;
+  h.block_size = load_be32(bytes.data() + 8);
+  h.block_count = load_be32(bytes.data() + 12);
+  checked_content_size(h.block_size, h.block_count, name);
+  return h;
 }
 
-sbc_content read_sbc(const std::string& path) {
-  unique_fd fd = open_for_read(path);
+sbc_view decode_sbc(std::span<const uint8_t> bytes, std::string_view name) {
+  const sbc_header h = decode_sbc_header(bytes, name);
+  const uint64_t available = bytes.size() - sbc_header_size;
+  if (available < h.content_size())
+    throw status_error(status::io_failed, fmt::format("{}: .sbc content truncated ({} of {} bytes)",
+                                                      name, available, h.content_size()));
+  return {h, bytes.subspan(sbc_header_size, h.content_size())};
+}
+
+namespace {
+
+// The header of an open .sbc file, checked against the file's length before anyone allocates
+// memory for the content: a short file must not cost a 2 GiB buffer first.
+sbc_header read_sbc_header(int fd, const std::string& path) {
   std::array<uint8_t, sbc_header_size> header{};
-  const size_t got = read_fully(fd.get(), header, path);
-  if (got >= 8 && load_be64(header.data()) != sbc_magic)
-    throw status_error(status::invalid_value, fmt::format("{} is not an .sbc file", path));
-  if (got < header.size())
-    throw status_error(status::io_failed, fmt::format("{}: .sbc header truncated ({} of {} bytes)",
-                                                      path, got, header.size()));
-  sbc_content out;
-  out.block_size = load_be32(header.data() + 8);
-  out.block_count = load_be32(header.data() + 12);
-  const uint64_t size = checked_content_size(out.block_size, out.block_count, path);
-  // Check the length before allocating: a short file must not cost a 2 GiB buffer first.
+  const size_t got = internal::read_fully_at(fd, header, 0, path);
+  const sbc_header h = decode_sbc_header(std::span(header).first(got), path);
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0)
+  if (::fstat(fd, &st) != 0)
     throw status_error(status::io_failed,
                        fmt::format("Unable to stat {}: {}", path, error_text(errno)));
   const uint64_t available = static_cast<uint64_t>(st.st_size) > sbc_header_size
                                  ? static_cast<uint64_t>(st.st_size) - sbc_header_size
                                  : 0;
-  if (S_ISREG(st.st_mode) && available < size)
+  if (S_ISREG(st.st_mode) && available < h.content_size())
     throw status_error(status::io_failed, fmt::format("{}: .sbc content truncated ({} of {} bytes)",
-                                                      path, available, size));
-  out.content.resize(size);
-  const size_t read = read_fully(fd.get(), out.content, path);
-  if (read != size)
+                                                      path, available, h.content_size()));
+  return h;
+}
+
+bool starts_with_magic(int fd, const std::string& path) {
+  uint8_t magic[8];
+  return internal::read_fully_at(fd, magic, 0, path) == sizeof(magic) &&
+         load_be64(magic) == sbc_magic;
+}
+
+}  // namespace
+
+bool is_sbc(const std::string& path) {
+  unique_fd fd = open_for_read(path);
+  return starts_with_magic(fd.get(), path);
+}
+
+sbc_content read_sbc(const std::string& path) {
+  unique_fd fd = open_for_read(path);
+  const sbc_header h = read_sbc_header(fd.get(), path);
+  sbc_content out;
+  out.block_size = h.block_size;
+  out.block_count = h.block_count;
+  out.content.resize(h.content_size());
+  const size_t read = internal::read_fully_at(fd.get(), out.content, sbc_header_size, path);
+  if (read != out.content.size())
     throw status_error(status::io_failed, fmt::format("{}: .sbc content truncated ({} of {} bytes)",
-                                                      path, read, size));
+                                                      path, read, out.content.size()));
   return out;
 }
 
@@ -133,35 +136,53 @@ void write_sbc(const std::string& path, uint32_t block_size, uint32_t block_coun
   if (!fd)
     throw status_error(status::io_failed,
                        fmt::format("Unable to create {}: {}", path, error_text(errno)));
-  write_fully(fd.get(), encode_sbc_header(block_size, block_count), path);
-  write_fully(fd.get(), content, path);
+  internal::write_fully(fd.get(), encode_sbc_header(block_size, block_count), path);
+  internal::write_fully(fd.get(), content, path);
   // close() is where a full disk or NFS error can surface last.
   if (::close(fd.release()) != 0)
     throw status_error(status::io_failed,
                        fmt::format("Failed to write {}: {}", path, error_text(errno)));
 }
 
+binary_content_file::binary_content_file(const std::string& path, uint32_t block_size,
+                                         uint32_t block_count)
+    : path_(path), fd_(open_for_read(path)) {
+  sbc_ = starts_with_magic(fd_.get(), path_);
+  if (sbc_) {
+    geometry_ = read_sbc_header(fd_.get(), path_);
+    return;
+  }
+  geometry_ = {block_size, block_count};
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) != 0)
+    throw status_error(status::io_failed,
+                       fmt::format("Unable to stat {}: {}", path_, error_text(errno)));
+  if (static_cast<uint64_t>(st.st_size) != size())
+    throw status_error(status::invalid_value,
+                       fmt::format("{} is {} bytes but block size {} x block count {} = {}", path_,
+                                   st.st_size, block_size, block_count, size()));
+}
+
+void binary_content_file::read_into(std::span<uint8_t> out) const {
+  if (out.size() != size())
+    throw status_error(status::invalid_value,
+                       fmt::format("{}: {} bytes of content do not fit a {}-byte destination",
+                                   path_, size(), out.size()));
+  const uint64_t offset = sbc_ ? sbc_header_size : 0;
+  const size_t read = internal::read_fully_at(fd_.get(), out, offset, path_);
+  if (read != out.size())
+    throw status_error(status::io_failed,
+                       fmt::format("{}: read {} of {} bytes", path_, read, out.size()));
+}
+
 sbc_content load_binary_content(const std::string& path, uint32_t block_size,
                                 uint32_t block_count) {
-  if (is_sbc(path)) return read_sbc(path);
+  binary_content_file file(path, block_size, block_count);
   sbc_content out;
-  out.block_size = block_size;
-  out.block_count = block_count;
-  const uint64_t expected = uint64_t(block_size) * block_count;
-  unique_fd fd = open_for_read(path);
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0)
-    throw status_error(status::io_failed,
-                       fmt::format("Unable to stat {}: {}", path, error_text(errno)));
-  if (static_cast<uint64_t>(st.st_size) != expected)
-    throw status_error(status::invalid_value,
-                       fmt::format("{} is {} bytes but block size {} x block count {} = {}", path,
-                                   st.st_size, block_size, block_count, expected));
-  out.content.resize(expected);
-  const size_t read = read_fully(fd.get(), out.content, path);
-  if (read != expected)
-    throw status_error(status::io_failed,
-                       fmt::format("{}: read {} of {} bytes", path, read, expected));
+  out.block_size = file.block_size();
+  out.block_count = file.block_count();
+  out.content.resize(file.size());
+  file.read_into(out.content);
   return out;
 }
 

@@ -1,7 +1,8 @@
 // Storage Binary Content (.sbc) files (REFERENCE_SPEC §5.1, docs/FORMATS.md): a 16-byte header
 // (magic, block_size, block_count, all BE) and the content a target starts with. Also loads a
-// target's --binary-content, .sbc or raw (§7.2). Control path: throws status_error. Pure
-// functions of their arguments and the file system; safe from any thread.
+// target's --binary-content, .sbc or raw (§7.2). Control path: throws status_error. The free
+// functions are pure functions of their arguments and the file system, safe from any thread; a
+// binary_content_file belongs to one thread.
 #pragma once
 
 #include <array>
@@ -9,9 +10,11 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.hpp"
+#include "storage/unique_fd.hpp"
 
 namespace zc::storage {
 
@@ -26,16 +29,38 @@ struct sbc_content {
   std::vector<uint8_t> content;  // block_size * block_count bytes
 };
 
+struct sbc_header {
+  uint32_t block_size = 0;
+  uint32_t block_count = 0;
+  uint64_t content_size() const noexcept { return uint64_t(block_size) * block_count; }
+};
+
+// An .sbc image decoded in place: its geometry and a view of its content in the caller's bytes.
+struct sbc_view {
+  sbc_header header;
+  std::span<const uint8_t> content;  // header.content_size() bytes
+};
+
 // The 16 header bytes.
 std::array<uint8_t, sbc_header_size> encode_sbc_header(uint32_t block_size, uint32_t block_count);
+
+// Decodes the header at the start of `bytes` (what a reader got of it; bytes past 16 are not
+// looked at). Throws status_error: invalid_value (8 or more bytes that do not start with the
+// magic, zero block size or count), io_failed (fewer than 16 bytes), too_big ("Exceeded limit":
+// content over 2 GiB). `name` says where the bytes came from, for the error text.
+sbc_header decode_sbc_header(std::span<const uint8_t> bytes, std::string_view name);
+
+// Decodes a whole .sbc image held in memory: decode_sbc_header(), then io_failed when the content
+// is shorter than the header says. Bytes after the content are ignored, as in the reference.
+// Pure: no allocation, no copy.
+sbc_view decode_sbc(std::span<const uint8_t> bytes, std::string_view name = ".sbc image");
 
 // True when the file's first 8 bytes, read BE, are the magic; files shorter than 8 bytes are raw.
 // Throws status_error(not_found / io_failed) when the file cannot be opened or read.
 bool is_sbc(const std::string& path);
 
-// Reads an .sbc file. Throws status_error: invalid_value (not .sbc, zero block size or count),
-// too_big ("Exceeded limit": content over 2 GiB), io_failed (cannot read, shorter than the header
-// says). Bytes after the content are ignored, as in the reference.
+// Reads an .sbc file. Throws status_error as decode_sbc() does, and not_found / io_failed when the
+// file cannot be opened or read.
 sbc_content read_sbc(const std::string& path);
 
 // Writes header + content. Refuses (status_error invalid_value) a content size that differs from
@@ -44,8 +69,37 @@ sbc_content read_sbc(const std::string& path);
 void write_sbc(const std::string& path, uint32_t block_size, uint32_t block_count,
                std::span<const uint8_t> content);
 
-// A target's --binary-content: an .sbc file gives its own geometry (the arguments are then
-// ignored); any other file must be exactly block_size * block_count raw bytes.
+// A target's --binary-content (REFERENCE_SPEC §7.2), opened and checked before any memory is
+// allocated for it: an .sbc file gives its own geometry (the arguments are then ignored); any
+// other file must be exactly block_size * block_count raw bytes. read_into() then reads the
+// content straight into the caller's memory (the target's storage), so it is never held twice.
+//
+//   binary_content_file file(path, block_size, block_count);
+//   auto storage = core::memory_map::allocate(file.size(), ...);
+//   file.read_into({storage->data(), file.size()});
+class binary_content_file {
+ public:
+  // Throws status_error: not_found / io_failed (cannot open or read, .sbc content shorter than its
+  // header says), invalid_value (raw file of the wrong size, bad .sbc header), too_big.
+  binary_content_file(const std::string& path, uint32_t block_size, uint32_t block_count);
+
+  bool is_sbc() const noexcept { return sbc_; }
+  uint32_t block_size() const noexcept { return geometry_.block_size; }
+  uint32_t block_count() const noexcept { return geometry_.block_count; }
+  uint64_t size() const noexcept { return geometry_.content_size(); }
+
+  // Reads the content into `out`, which must be size() bytes (invalid_value otherwise). Throws
+  // io_failed when the file cannot be read or has become shorter since it was opened.
+  void read_into(std::span<uint8_t> out) const;
+
+ private:
+  std::string path_;
+  unique_fd fd_;
+  sbc_header geometry_;
+  bool sbc_ = false;
+};
+
+// binary_content_file read into a vector: for tools and tests; a target reads into its storage.
 sbc_content load_binary_content(const std::string& path, uint32_t block_size, uint32_t block_count);
 
 }  // namespace zc::storage

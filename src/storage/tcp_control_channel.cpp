@@ -41,6 +41,23 @@ void set_no_delay(int fd) {
     ZC_SDK_LOG_DEBUG("TCP_NODELAY failed: {}", error_text(errno));
 }
 
+// Keepalive with the bound of dead_peer_limit (see the header). Failing to set it is logged, not
+// fatal: the connection still works, it only notices a vanished host later.
+void set_keepalive(int fd) {
+  const int on = 1;
+  const int idle = static_cast<int>(keepalive_idle.count());
+  const int interval = static_cast<int>(keepalive_interval.count());
+  const int probes = keepalive_probes;
+  const unsigned user_timeout =
+      static_cast<unsigned>(std::chrono::milliseconds(dead_peer_limit).count());
+  if (::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on)) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval)) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes)) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout)) != 0)
+    ZC_SDK_LOG_WARN("TCP keepalive not set: {}", error_text(errno));
+}
+
 unique_fd new_socket() {
   unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd)
@@ -310,6 +327,7 @@ bool tcp_server_channel::accept_pending() {
       continue;  // `client` closes here
     }
     set_no_delay(client.get());
+    set_keepalive(client.get());
     attach(std::move(client), who);
     ZC_SDK_LOG_INFO("control server on port {}: client {} connected", port_, who);
     took = true;
@@ -350,6 +368,7 @@ tcp_client_channel::tcp_client_channel(std::string_view address, clock::time_poi
     }
     if (err == 0) {
       set_no_delay(fd.get());
+      set_keepalive(fd.get());
       attach(std::move(fd), name);
       ZC_SDK_LOG_INFO("control client connected to {}", name);
       return;

@@ -26,6 +26,20 @@ inline constexpr size_t max_pending_send_bytes = 1024 * 1024;
 // How long a client waits before retrying a refused connect (the server is not listening yet).
 inline constexpr std::chrono::milliseconds connect_retry_interval{100};
 
+// How long a control peer may take to answer: the reference's --control-timeout default.
+inline constexpr std::chrono::seconds default_control_timeout{5};
+// TCP keepalive on every control connection. A peer host that vanishes without a FIN or a reset
+// (power loss, a cut link) would otherwise hold a target's session forever; with these, the
+// connection fails after keepalive_idle of silence plus keepalive_probes unanswered probes
+// keepalive_interval apart: dead_peer_limit, twice the control timeout. TCP_USER_TIMEOUT gives
+// the same bound to data sent and never acknowledged, which keepalive does not probe.
+inline constexpr std::chrono::seconds keepalive_idle = default_control_timeout;
+inline constexpr std::chrono::seconds keepalive_interval{1};
+inline constexpr int keepalive_probes =
+    static_cast<int>(default_control_timeout / keepalive_interval);
+inline constexpr std::chrono::seconds dead_peer_limit =
+    keepalive_idle + keepalive_probes * keepalive_interval;
+
 // The framed stream over one connected socket; the server and client below only differ in how
 // they get that socket.
 class tcp_control_channel : public control_channel {
@@ -47,6 +61,8 @@ class tcp_control_channel : public control_channel {
   size_t pending_send_bytes() const noexcept { return tx_.size() - tx_sent_; }
   // "a.b.c.d:port" of the connected peer, empty when not connected.
   const std::string& peer() const noexcept { return peer_; }
+  // The connected socket (-1 when not connected), for socket options and diagnostics.
+  int native_handle() const noexcept { return socket_.get(); }
 
  protected:
   explicit tcp_control_channel(size_t max_body_size);

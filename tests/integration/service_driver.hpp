@@ -36,6 +36,8 @@
 namespace zc::test {
 
 inline constexpr std::chrono::milliseconds driver_timeout{10000};
+// Largest message send_raw() takes: well past the 64 bytes of an IO message.
+inline constexpr size_t raw_message_capacity = 4096;
 
 // One IO message as the driver sends it. `type` is the raw wire value, so tests can send values
 // the target must refuse.
@@ -75,16 +77,19 @@ class driver_worker {
       messages_.assign(size_t(transactions) * 2 * storage::io_message_size, 0);
       messages_map_ = core::memory_map::wrap(messages_.data(), messages_.size(),
                                              core::access::local_read_write);
-      inventory_ = std::make_unique<core::buffer_inventory>(transactions * 2);
+      inventory_ = std::make_unique<core::buffer_inventory>(transactions * 2 + 1);
       data_ = std::make_unique<rdma::context>(thread_.engine(), device);
       control_ = std::make_unique<rdma::context>(thread_.engine(), device);
       // The target reaches the exported region through io_data only.
       control_->set_permissions(core::access::local_read_only);
+      // One more send than transactions: send_raw()'s.
       control_->configure<rdma::send_task>(
-          transactions, [this](rdma::send_task& t) { sent(t); },
+          transactions + 1, [this](rdma::send_task& t) { sent(t); },
           [this](rdma::send_task& t) {
-            ++send_errors_;
-            last_error_ = t.result();
+            if (t.get_user_data().u64 != transactions_) {
+              ++send_errors_;
+              last_error_ = t.result();
+            }
             sent(t);
           });
       control_->configure<rdma::receive_task>(
@@ -113,6 +118,15 @@ class driver_worker {
         receives_[i].task->set_dst(*receives_[i].message);
         free_sends_.push_back(transactions - 1 - i);
       }
+      raw_memory_.assign(raw_message_capacity, 0);
+      raw_map_ = core::memory_map::wrap(raw_memory_.data(), raw_memory_.size(),
+                                        core::access::local_read_write);
+      throw_if_failed(
+          inventory_->get_by_addr(*raw_map_, raw_memory_.data(), raw_memory_.size(), raw_.message),
+          "driver raw buffer");
+      throw_if_failed(control_->allocate(core::make_user_data(transactions), raw_.task),
+                      "raw send task");
+      raw_.task->set_src(*raw_.message);
       throw_if_failed(data_->start(), "start io_data context");
       throw_if_failed(control_->start(), "start io_control context");
     });
@@ -128,6 +142,7 @@ class driver_worker {
         receives_.clear();
         inventory_.reset();
         messages_map_.reset();
+        raw_map_.reset();
       });
     } catch (const std::exception& e) {
       ZC_LOG_ERROR("driver worker {}: teardown: {}", index_, e.what());
@@ -192,6 +207,30 @@ class driver_worker {
   status submit(const io_request& request) {
     return thread_.call([&] { return submit_here(request); });
   }
+  // Sends `bytes` as one io_control message of any length up to raw_message_capacity (for
+  // messages the target must refuse). Not counted in send_errors(); raw_result() has the outcome.
+  status send_raw(std::span<const uint8_t> bytes) {
+    return thread_.call([&] {
+      if (bytes.size() > raw_memory_.size() || raw_busy_) return status::no_memory;
+      std::memcpy(raw_memory_.data(), bytes.data(), bytes.size());
+      (void)raw_.message->set_data(raw_.message->head(), bytes.size());
+      raw_result_.reset();
+      const status s = control_->submit(*raw_.task);
+      raw_busy_ = ok(s);
+      return s;
+    });
+  }
+  // The completion status of the last send_raw(), once the target acknowledged or refused it.
+  std::optional<status> raw_result(std::chrono::milliseconds timeout = driver_timeout) {
+    thread_.wait_until([this] { return raw_result_.has_value(); }, timeout);
+    return thread_.call([&] { return raw_result_; });
+  }
+  // Stops one of this worker's contexts (the other keeps running), as a peer that loses one of
+  // its two connections would.
+  void stop_context(storage::rdma_role role) {
+    thread_.call([&] { (void)context_for(role).stop(); });
+  }
+
   // Sends every request; throws if one cannot be submitted.
   void submit_all(std::span<const io_request> requests) {
     thread_.call([&] {
@@ -242,7 +281,13 @@ class driver_worker {
   }
 
   void sent(rdma::send_task& t) {
-    free_sends_.push_back(static_cast<uint32_t>(t.get_user_data().u64));
+    const auto i = static_cast<uint32_t>(t.get_user_data().u64);
+    if (i == transactions_) {
+      raw_busy_ = false;
+      raw_result_ = t.result();
+      return;
+    }
+    free_sends_.push_back(i);
   }
 
   void post(receive_slot& r) {
@@ -284,6 +329,11 @@ class driver_worker {
   std::unique_ptr<rdma::context> control_;
   std::vector<send_slot> sends_;
   std::vector<receive_slot> receives_;
+  std::vector<uint8_t> raw_memory_;
+  std::unique_ptr<core::memory_map> raw_map_;
+  send_slot raw_;
+  bool raw_busy_ = false;
+  std::optional<status> raw_result_;
   std::vector<uint32_t> free_sends_;
   response_handler handler_;
   std::vector<io_response> responses_;

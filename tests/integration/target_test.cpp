@@ -88,11 +88,12 @@ struct target_options {
   std::string device = "tcp";
   int workers = 1;  // --cpu 0 [--cpu 1]
   std::vector<std::string> extra;
+  bool any_port = false;  // --listen-port 0: the target picks one and logs it
 };
 
 class target {
  public:
-  explicit target(target_options o) : port_(free_tcp_port()) {
+  explicit target(target_options o) : port_(o.any_port ? 0 : free_tcp_port()) {
     std::vector<std::string> argv{
         binary("zcstore_target_rdma"), "-d", o.device, "--poll-mode", "event", "--listen-port",
         std::to_string(port_)};
@@ -103,6 +104,7 @@ class target {
     argv.insert(argv.end(), o.extra.begin(), o.extra.end());
     process_ = std::make_unique<subprocess>(argv);
     listening_ = process_->wait_for_output("listening on port", start_timeout);
+    if (listening_ && o.any_port) port_ = logged_port();
   }
 
   bool listening() const { return listening_; }
@@ -118,6 +120,27 @@ class target {
          fs::directory_iterator(fs::path("/proc") / std::to_string(process_->pid()) / "fd"))
       ++n;
     return n;
+  }
+  // The port of the "listening on port N" line, once its line is complete (0 if it never is).
+  uint16_t logged_port() {
+    const std::string key = "listening on port ";
+    const auto deadline = std::chrono::steady_clock::now() + start_timeout;
+    for (;;) {
+      const std::string out = output();
+      const size_t at = out.find(key);
+      const size_t end = at == std::string::npos ? at : out.find('\n', at);
+      if (end != std::string::npos)
+        return static_cast<uint16_t>(std::stoul(out.substr(at + key.size())));
+      if (std::chrono::steady_clock::now() >= deadline || !process_->running()) return 0;
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  // The process's peak resident memory so far (VmHWM), in bytes.
+  uint64_t peak_memory() const {
+    std::ifstream in(fs::path("/proc") / std::to_string(process_->pid()) / "status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    return 0;
   }
   // How often `text` occurs in the output so far.
   size_t occurrences(const std::string& text) const {
@@ -819,6 +842,82 @@ TEST_P(target_session, ctrl_c_after_refused_ios_exits_1) {
       << t.output();
 }
 
+TEST_P(target_session, an_oversized_io_message_costs_no_transaction_slot) {
+  target t(options());
+  ASSERT_TRUE(t.listening()) << t.output();
+  constexpr uint32_t depth = 16;
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(depth, 1, 64 * 1024);
+    driver_worker& w = d.worker(0);
+    // A read request with 64 more bytes behind it: too big for the target's 64-byte slot.
+    auto oversized = request_bytes({read_op, 1, 512, 0, 0});
+    std::vector<uint8_t> bytes(oversized.begin(), oversized.end());
+    bytes.resize(2 * storage::io_message_size, 0xAB);
+    ASSERT_EQ(w.send_raw(bytes), status::success);
+    EXPECT_EQ(w.raw_result(), std::optional<status>(status::too_big));
+    EXPECT_TRUE(t.wait_occurrences("receive posted again", 1)) << t.output();
+    // Every slot serves again: the whole queue depth at once.
+    std::vector<io_request> burst;
+    for (uint32_t i = 0; i < depth; ++i) burst.push_back({read_op, 100 + i, 512, i * 512, i * 512});
+    run_ios(w, burst);
+    EXPECT_EQ(w.send_errors(), 0u);
+    d.stop();
+    d.shutdown();
+  }
+  // The refused message is a data-path error of the session.
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(1)) << t.output();
+  EXPECT_EQ(core_operations(t.output()),
+            (std::vector<std::pair<uint32_t, uint64_t>>{{0, uint64_t(depth)}}))
+      << t.output();
+  EXPECT_NE(t.output().find("1 messages refused"), std::string::npos) << t.output();
+}
+
+// REFERENCE_SPEC §7.3: a transfer that cannot even be submitted is answered with the submit's
+// status; IO_FAILED is for a transfer that failed on its way.
+TEST_P(target_session, a_transfer_that_cannot_be_submitted_is_answered_with_its_status) {
+  target t(options());
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * 1024);
+    driver_worker& w = d.worker(0);
+    run_ios(w, {{read_op, 1, 4096, 0, 0}});
+    // The requester's io_data side goes; io_control still carries requests.
+    w.stop_context(rdma_role::io_data);
+    ASSERT_TRUE(t.wait_occurrences("io_data connection lost", 1)) << t.output();
+    run_ios(w, {{read_op, 2, 4096, 0, 0}, {write_op, 3, 4096, 4096, 4096}}, status::bad_state);
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(1)) << t.output();
+  EXPECT_EQ(core_operations(t.output()), (std::vector<std::pair<uint32_t, uint64_t>>{{0, 1}}))
+      << t.output();
+}
+
+TEST_P(target_session, errors_of_an_earlier_session_set_the_exit_status) {
+  target t(options());
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * 1024);
+    run_ios(d.worker(0), {{read_op, 1, 4096, 0, 1 << 20}}, status::invalid_value);
+    d.disconnect();
+    ASSERT_TRUE(t.wait_occurrences("control connection lost", 1)) << t.output();
+  }
+  {  // A clean session after it, and the last one.
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * 1024);
+    run_ios(d.worker(0), {{read_op, 2, 4096, 0, 0}});
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(1)) << t.output();
+  // The printed stats stay the last session's.
+  EXPECT_EQ(core_operations(t.output()), (std::vector<std::pair<uint32_t, uint64_t>>{{0, 1}}))
+      << t.output();
+}
+
 INSTANTIATE_TEST_SUITE_P(transports, target_session, ::testing::Values("tcp", "sm"),
                          [](const auto& info) { return info.param; });
 
@@ -841,6 +940,55 @@ TEST(target_process, ctrl_c_while_waiting_for_a_request_exits_0) {
   d.query();
   t.process().signal(SIGINT);
   ASSERT_EQ(t.wait_exit(5s), std::optional<int>(0)) << t.output();
+}
+
+TEST(target_process, listen_port_0_takes_a_free_port_and_logs_it) {
+  target_options o;
+  o.any_port = true;
+  target t(o);
+  ASSERT_TRUE(t.listening()) << t.output();
+  ASSERT_NE(t.port(), 0) << t.output();
+  // The configuration is printed as given; the log line has the port bound.
+  EXPECT_NE(t.output().find("listen_port: 0"), std::string::npos) << t.output();
+  {
+    service_driver d(t.port());
+    d.open_session(16, 1, 64 * 1024);
+    run_ios(d.worker(0), {{write_op, 1, 4096, 0, 0}, {read_op, 2, 4096, 4096, 0}});
+    EXPECT_EQ(std::memcmp(d.region_data(), d.region_data() + 4096, 4096), 0);
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+}
+
+// The content file is read straight into the storage memory: the target's peak memory grows by
+// the content's size once, not twice (a staging buffer, then a copy).
+TEST(target_process, content_file_is_read_straight_into_the_storage) {
+  constexpr uint32_t block_size = 4096, block_count = 16384;
+  constexpr uint64_t size = uint64_t(block_size) * block_count;  // 64 MiB
+  temp_dir dir;
+  const auto content = pattern(size, 9);
+  write_file(dir / "c.raw", content);
+  storage::write_sbc(dir / "c.sbc", block_size, block_count, content);
+  const std::vector<std::string> geometry{"--block-size", "4096", "--block-count",
+                                          std::to_string(block_count)};
+  auto peak_of = [&](std::vector<std::string> extra) {
+    target t({"tcp", 1, std::move(extra)});
+    EXPECT_TRUE(t.listening()) << t.output();
+    return t.peak_memory();
+  };
+  // Zero-filled storage is never touched: the baseline holds no content.
+  const uint64_t baseline = peak_of(geometry);
+  ASSERT_GT(baseline, 0u);
+  for (const char* file : {"c.raw", "c.sbc"}) {
+    SCOPED_TRACE(file);
+    auto extra = geometry;
+    extra.insert(extra.end(), {"--binary-content", (dir / file).string()});
+    const uint64_t peak = peak_of(extra);
+    EXPECT_GE(peak, baseline + size * 9 / 10) << "the content is not resident";
+    EXPECT_LT(peak, baseline + size * 3 / 2) << "peak " << peak << " bytes over a baseline of "
+                                             << baseline << " for " << size << " bytes of content";
+  }
 }
 
 // The output minus the version banner: the lines a user reads about the failure.

@@ -167,5 +167,71 @@ TEST_F(sbc_file_test, binary_content_loads_sbc_or_exact_raw_files) {
   EXPECT_EQ(error_of([&] { (void)load_binary_content(raw, 16, 5); }), status::invalid_value);
 }
 
+TEST_F(sbc_file_test, decoder_reads_an_image_in_memory_without_copying) {
+  std::vector<uint8_t> image(sbc_header_size + 96 + 3, 0x99);  // 3 trailing bytes, ignored
+  const auto header = encode_sbc_header(32, 3);
+  std::copy(header.begin(), header.end(), image.begin());
+  const auto content = pattern(96);
+  std::copy(content.begin(), content.end(), image.begin() + sbc_header_size);
+  const sbc_view v = decode_sbc(image);
+  EXPECT_EQ(v.header.block_size, 32u);
+  EXPECT_EQ(v.header.block_count, 3u);
+  EXPECT_EQ(v.content.data(), image.data() + sbc_header_size);
+  EXPECT_EQ(std::vector<uint8_t>(v.content.begin(), v.content.end()), content);
+}
+
+TEST_F(sbc_file_test, decoder_refuses_what_the_file_reader_refuses) {
+  auto header = [](uint32_t bs, uint32_t bc) {
+    const auto h = encode_sbc_header(bs, bc);
+    return std::vector<uint8_t>(h.begin(), h.end());
+  };
+  std::string text;
+  EXPECT_EQ(error_of([&] { (void)decode_sbc({}); }), status::io_failed);
+  EXPECT_EQ(error_of([&] { (void)decode_sbc(test::hex("DE AD F0 0D 13 37 FA")); }),
+            status::io_failed);
+  EXPECT_EQ(error_of([&] { (void)decode_sbc(test::hex("DE AD F0 0D 13 37 FA DE 00 00 10")); }),
+            status::io_failed);
+  EXPECT_EQ(
+      error_of([&] { (void)decode_sbc(test::hex("DE AD F0 0D 13 37 FA DF 00 00 00 01")); }, &text),
+      status::invalid_value);
+  EXPECT_NE(text.find("not an .sbc file"), std::string::npos) << text;
+  EXPECT_EQ(error_of([&] { (void)decode_sbc(header(0, 5)); }), status::invalid_value);
+  EXPECT_EQ(error_of([&] { (void)decode_sbc(header(5, 0)); }), status::invalid_value);
+  EXPECT_EQ(error_of([&] { (void)decode_sbc(header(65536, 32769)); }, &text), status::too_big);
+  EXPECT_NE(text.find("Exceeded limit"), std::string::npos) << text;
+  auto short_content = header(8, 2);
+  short_content.resize(sbc_header_size + 15);
+  EXPECT_EQ(error_of([&] { (void)decode_sbc(short_content); }, &text), status::io_failed);
+  EXPECT_NE(text.find("truncated"), std::string::npos) << text;
+  // The header alone decodes without its content.
+  EXPECT_EQ(decode_sbc_header(header(8, 2), "h").content_size(), 16u);
+}
+
+TEST_F(sbc_file_test, content_file_reads_straight_into_the_callers_memory) {
+  const auto sbc = path("c.sbc");
+  write_sbc(sbc, 32, 3, pattern(96));
+  binary_content_file from_sbc(sbc, 4096, 128);  // header wins
+  EXPECT_TRUE(from_sbc.is_sbc());
+  EXPECT_EQ(from_sbc.block_size(), 32u);
+  EXPECT_EQ(from_sbc.block_count(), 3u);
+  ASSERT_EQ(from_sbc.size(), 96u);
+  std::vector<uint8_t> memory(96 + 2, 0xEE);
+  from_sbc.read_into({memory.data() + 1, 96});
+  EXPECT_EQ(std::vector<uint8_t>(memory.begin() + 1, memory.end() - 1), pattern(96));
+  EXPECT_EQ(memory.front(), 0xEE);
+  EXPECT_EQ(memory.back(), 0xEE);
+  // A destination of another size is refused before anything is read.
+  EXPECT_EQ(error_of([&] { from_sbc.read_into({memory.data(), 95}); }), status::invalid_value);
+
+  binary_content_file from_raw(write_file("raw", pattern(64)), 16, 4);
+  EXPECT_FALSE(from_raw.is_sbc());
+  std::vector<uint8_t> raw_memory(64);
+  from_raw.read_into(raw_memory);
+  EXPECT_EQ(raw_memory, pattern(64));
+  // Shorter than when it was opened: io_failed, not a partly filled store taken as whole.
+  write_file("raw", pattern(60));
+  EXPECT_EQ(error_of([&] { from_raw.read_into(raw_memory); }), status::io_failed);
+}
+
 }  // namespace
 }  // namespace zc::storage

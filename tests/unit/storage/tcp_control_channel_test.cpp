@@ -3,10 +3,13 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -340,6 +343,33 @@ TEST(tcp_control_channel, unconnected_server_reports_not_connected) {
   EXPECT_FALSE(r.msg);
   EXPECT_FALSE(r.failed());
   EXPECT_EQ(wait_until_connected(server, 10ms), status::time_out);
+}
+
+int int_option(int fd, int level, int name) {
+  int value = -1;
+  socklen_t len = sizeof(value);
+  EXPECT_EQ(::getsockopt(fd, level, name, &value, &len), 0) << std::strerror(errno);
+  return value;
+}
+
+// A host that vanishes without a FIN must not pin a session: both ends of a control connection
+// probe an idle peer and give up on it within dead_peer_limit.
+TEST(tcp_control_channel, both_ends_find_a_vanished_peer_within_a_bound_of_the_control_timeout) {
+  static_assert(keepalive_idle + keepalive_probes * keepalive_interval == dead_peer_limit);
+  static_assert(dead_peer_limit <= 2 * default_control_timeout);
+  connected_pair p;
+  for (const auto* end : {static_cast<const tcp_control_channel*>(&p.server),
+                          static_cast<const tcp_control_channel*>(&p.client)}) {
+    SCOPED_TRACE(end == &p.server ? "accepted socket" : "connecting socket");
+    const int fd = end->native_handle();
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(int_option(fd, SOL_SOCKET, SO_KEEPALIVE), 1);
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_KEEPIDLE), keepalive_idle.count());
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_KEEPINTVL), keepalive_interval.count());
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_KEEPCNT), keepalive_probes);
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT),
+              std::chrono::milliseconds(dead_peer_limit).count());
+  }
 }
 
 }  // namespace
