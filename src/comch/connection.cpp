@@ -10,7 +10,6 @@
 #include "comch/internal/frame.hpp"
 #include "comch/internal/link.hpp"
 #include "comch/internal/unix_socket.hpp"
-#include "core/bytes.hpp"
 #include "core/log.hpp"
 
 namespace zc::comch {
@@ -63,10 +62,15 @@ connection::~connection() {
   close_all(in_fds_);
 }
 
+uint32_t connection::message_limit() const noexcept {
+  // A user message before the handshake is a protocol error whatever its size.
+  return phase_ == phase::established ? max_msg_size_ : 0;
+}
+
 bool connection::has_backlog() const noexcept {
-  if (phase_ == phase::closed || in_end_ - in_begin_ < internal::frame_header_size) return false;
-  auto h = internal::decode_header(in_.data() + in_begin_);
-  return in_end_ - in_begin_ >= internal::frame_header_size + h.length;
+  if (phase_ == phase::closed) return false;
+  return internal::decode_frame({in_.data() + in_begin_, in_end_ - in_begin_}, message_limit())
+             .outcome != internal::frame_outcome::need_more;
 }
 
 size_t connection::receive() {
@@ -74,29 +78,27 @@ size_t connection::receive() {
   uint32_t budget = recv_queue_size_;
   while (phase_ != phase::closed) {
     // Complete frames first: the callbacks see the bytes in place.
-    while (phase_ != phase::closed && in_end_ - in_begin_ >= internal::frame_header_size) {
-      auto h = internal::decode_header(in_.data() + in_begin_);
-      const bool user = h.type == static_cast<uint16_t>(frame_type::message);
-      const uint32_t limit = user ? max_msg_size_ : internal::max_internal_payload;
-      if (h.length > limit || h.fds > internal::max_frame_fds) {
-        protocol_error(fmt::format("frame of type {} with {} bytes and {} descriptors (limit {})",
-                                   h.type, h.length, h.fds, limit));
+    while (phase_ != phase::closed) {
+      const auto f =
+          internal::decode_frame({in_.data() + in_begin_, in_end_ - in_begin_}, message_limit());
+      if (f.outcome == internal::frame_outcome::need_more) break;
+      if (f.outcome == internal::frame_outcome::error) {
+        protocol_error(fmt::format("{}: type {}, {} bytes, {} descriptors", f.error_text,
+                                   f.header.type, f.header.length, f.header.fds));
         return handled + 1;
       }
-      if (in_end_ - in_begin_ < internal::frame_header_size + h.length) break;
+      const bool user = f.header.type == static_cast<uint16_t>(frame_type::message);
       if (user && budget == 0) return handled;
-      if (in_fds_.size() < h.fds) {
+      if (in_fds_.size() < f.header.fds) {
         protocol_error("frame announced descriptors that did not come with it");
         return handled + 1;
       }
-      std::vector<int> fds(in_fds_.begin(), in_fds_.begin() + h.fds);
-      in_fds_.erase(in_fds_.begin(), in_fds_.begin() + h.fds);
-      std::span<const uint8_t> payload(in_.data() + in_begin_ + internal::frame_header_size,
-                                       h.length);
-      in_begin_ += internal::frame_header_size + h.length;
+      std::vector<int> fds(in_fds_.begin(), in_fds_.begin() + f.header.fds);
+      in_fds_.erase(in_fds_.begin(), in_fds_.begin() + f.header.fds);
+      in_begin_ += f.consumed;
       if (user) --budget;
       ++handled;
-      handle_frame(h.type, payload, fds);
+      handle_frame(f.header.type, f.payload, fds);
       close_all(fds);
     }
     if (phase_ == phase::closed) break;
@@ -129,63 +131,53 @@ size_t connection::receive() {
 
 void connection::handle_frame(uint16_t type, std::span<const uint8_t> payload,
                               std::vector<int>& fds) {
-  byte_reader r(payload);
-  auto expect_no_fds = [&] {
-    if (fds.empty()) return true;
-    protocol_error(fmt::format("frame of type {} carried descriptors", type));
-    return false;
-  };
   switch (static_cast<frame_type>(type)) {
     case frame_type::hello: {
-      if (client_side_ || phase_ != phase::handshake) break;
-      if (!expect_no_fds()) return;
-      uint32_t version = r.u32();
-      uint32_t peer_max = r.u32();
-      if (!r.ok() || peer_max == 0) break;
-      if (version != internal::protocol_version) {
+      internal::hello_payload hello;
+      if (client_side_ || phase_ != phase::handshake || !ok(internal::decode(payload, hello)))
+        break;
+      if (hello.version != internal::protocol_version) {
         refuse(status::unsupported_version, fmt::format("protocol version {} (server speaks {})",
-                                                        version, internal::protocol_version));
+                                                        hello.version, internal::protocol_version));
         return;
       }
-      peer_max_msg_size_ = peer_max;
-      std::vector<uint8_t> welcome;
-      byte_writer w(welcome);
-      w.u32(internal::protocol_version);
-      w.u32(max_msg_size_);
-      queue_frame({frame_type::welcome, std::move(welcome), {}});
+      peer_max_msg_size_ = hello.max_msg_size;
+      queue_frame(
+          {frame_type::welcome,
+           internal::encode(internal::hello_payload{internal::protocol_version, max_msg_size_}),
+           {}});
       if (phase_ == phase::closed) return;
       phase_ = phase::established;
       owner_.connection_established(*this);
       return;
     }
     case frame_type::welcome: {
-      if (!client_side_ || phase_ != phase::handshake) break;
-      if (!expect_no_fds()) return;
-      uint32_t version = r.u32();
-      uint32_t peer_max = r.u32();
-      if (!r.ok() || peer_max == 0 || version != internal::protocol_version) break;
-      peer_max_msg_size_ = peer_max;
-      if (max_msg_size_ != peer_max)
+      internal::hello_payload welcome;
+      if (!client_side_ || phase_ != phase::handshake || !ok(internal::decode(payload, welcome)) ||
+          welcome.version != internal::protocol_version)
+        break;
+      peer_max_msg_size_ = welcome.max_msg_size;
+      if (max_msg_size_ != welcome.max_msg_size)
         ZC_SDK_LOG_INFO("comch: max message size {} here, {} at the server; sends use the smaller",
-                        max_msg_size_, peer_max);
+                        max_msg_size_, welcome.max_msg_size);
       phase_ = phase::established;
       owner_.connection_established(*this);
       return;
     }
     case frame_type::refused: {
       if (!client_side_ || phase_ != phase::handshake) break;
-      uint32_t code = r.u32();
-      std::string reason = r.sized_string();
-      refusal_ = status_from_wire(code);
+      internal::refused_payload refused;
+      // A garbled refusal is still a refusal.
+      const bool readable = ok(internal::decode(payload, refused));
+      refusal_ = readable ? status_from_wire(refused.code) : status::not_permitted;
       if (refusal_ == status::success) refusal_ = status::not_permitted;
-      ZC_SDK_LOG_ERROR("comch: server refused the connection: {} ({})", reason,
-                       status_name(refusal_));
+      ZC_SDK_LOG_ERROR("comch: server refused the connection: {} ({})",
+                       readable ? refused.reason : "no reason given", status_name(refusal_));
       close(refusal_);
       return;
     }
     case frame_type::message:
       if (phase_ != phase::established) break;
-      if (!expect_no_fds()) return;
       owner_.message_received(*this, payload);
       return;
     case frame_type::consumer_new:
@@ -193,11 +185,9 @@ void connection::handle_frame(uint16_t type, std::span<const uint8_t> payload,
       handle_consumer_new(payload, fds);
       return;
     case frame_type::consumer_expired: {
-      if (phase_ != phase::established) break;
-      if (!expect_no_fds()) return;
-      uint32_t id = r.u32();
-      if (!r.ok() || r.remaining() != 0) break;
-      if (link_->expire_remote(id)) owner_.consumer_event(*this, id, false);
+      internal::consumer_expired_payload expired;
+      if (phase_ != phase::established || !ok(internal::decode(payload, expired))) break;
+      if (link_->expire_remote(expired.id)) owner_.consumer_event(*this, expired.id, false);
       return;
     }
   }
@@ -206,21 +196,19 @@ void connection::handle_frame(uint16_t type, std::span<const uint8_t> payload,
 }
 
 void connection::handle_consumer_new(std::span<const uint8_t> payload, std::vector<int>& fds) {
-  byte_reader r(payload);
-  uint32_t id = r.u32();
-  uint32_t slots = r.u32();
-  auto buffer_blob = r.sized_bytes();
-  if (!r.ok() || r.remaining() != 0 || fds.size() != 3) {
+  internal::consumer_new_payload announced;
+  if (!ok(internal::decode(payload, announced))) {
     protocol_error("malformed consumer announcement");
     return;
   }
+  const uint32_t id = announced.id;
   std::shared_ptr<internal::remote_consumer> rc;
   try {
-    auto buffers = link_->import_buffers(buffer_blob);
+    auto buffers = link_->import_buffers(announced.buffers_blob);
     const int queue = fds[0], data_bell = fds[1], space_bell = fds[2];
     fds.clear();  // attach() owns them from here, whether it succeeds or throws
-    rc = internal::remote_consumer::attach(id, slots, queue, std::move(buffers), data_bell,
-                                           space_bell);
+    rc = internal::remote_consumer::attach(id, announced.slot_count, queue, std::move(buffers),
+                                           data_bell, space_bell);
   } catch (const std::exception& e) {
     // A consumer we cannot reach is the peer's bug (or a stale export), not a reason to drop the
     // channel: producers sending to it get not_found.
@@ -269,20 +257,16 @@ void connection::drain_outbox() {
 }
 
 void connection::send_hello() {
-  std::vector<uint8_t> hello;
-  byte_writer w(hello);
-  w.u32(internal::protocol_version);
-  w.u32(max_msg_size_);
-  queue_frame({frame_type::hello, std::move(hello), {}});
+  queue_frame({frame_type::hello,
+               internal::encode(internal::hello_payload{internal::protocol_version, max_msg_size_}),
+               {}});
 }
 
 void connection::refuse(status why, std::string_view reason) {
   ZC_SDK_LOG_WARN("comch: refused peer pid {} uid {}: {}", peer_pid_, peer_uid_, reason);
-  std::vector<uint8_t> payload;
-  byte_writer w(payload);
-  w.u32(static_cast<uint32_t>(why));
-  w.sized_string(reason);
-  queue_frame({frame_type::refused, std::move(payload), {}});
+  queue_frame({frame_type::refused,
+               internal::encode(internal::refused_payload{static_cast<uint32_t>(why), reason}),
+               {}});
   close(why);
 }
 

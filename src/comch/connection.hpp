@@ -123,6 +123,8 @@ class connection {
              uint32_t recv_queue_size, int mailbox);
 
   int fd() const noexcept { return fd_; }
+  // Payload limit of a user message from the peer in the current phase.
+  uint32_t message_limit() const noexcept;
   bool closed() const noexcept { return phase_ == phase::closed; }
   const std::shared_ptr<internal::link>& link() const noexcept { return link_; }
   // Reads what the socket holds and handles complete frames, at most recv_queue_size messages

@@ -10,7 +10,6 @@
 #include "comch/internal/link.hpp"
 #include "comch/internal/queue.hpp"
 #include "comch/internal/unix_socket.hpp"
-#include "core/bytes.hpp"
 #include "core/log.hpp"
 
 namespace zc::comch {
@@ -88,10 +87,8 @@ core::context_state consumer::on_start() {
 
   internal::outbox_frame announce;
   announce.type = internal::frame_type::consumer_new;
-  byte_writer w(announce.payload);
-  w.u32(id_);
-  w.u32(slot_count_);
-  w.sized_bytes(config_.buffers->export_pci());
+  const std::vector<uint8_t> blob = config_.buffers->export_pci();
+  announce.payload = internal::encode(internal::consumer_new_payload{id_, slot_count_, blob});
   try {
     for (int fd : {queue_.fd(), data_bell_, space_bell_}) announce.fds.push_back(dup_fd(fd));
   } catch (...) {
@@ -231,8 +228,7 @@ void consumer::on_stop() {
   if (!link_->closed()) {
     internal::outbox_frame expired;
     expired.type = internal::frame_type::consumer_expired;
-    byte_writer w(expired.payload);
-    w.u32(id_);
+    expired.payload = internal::encode(internal::consumer_expired_payload{id_});
     link_->post(std::move(expired));
   }
   ZC_SDK_LOG_DEBUG("comch consumer {} stopped ({})", id_, status_name(stop_reason_));
