@@ -1,11 +1,13 @@
 #include "comch/connection.hpp"
 
 #include <fmt/format.h>
+#include <sys/epoll.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "comch/internal/frame.hpp"
 #include "comch/internal/link.hpp"
@@ -17,9 +19,15 @@ namespace {
 
 using internal::frame_type;
 
-// Extra room in the receive buffer beyond one largest frame, so that one read takes many small
-// messages.
+// The receive buffer grows with what the peer has earned. Until the handshake is done it holds
+// one internal frame: a peer that never says hello (or is refused) costs no more. Then it has room
+// for many small messages per read, and for one largest frame once one is announced.
+constexpr size_t handshake_buffer = internal::frame_header_size + internal::max_internal_payload;
 constexpr size_t read_slack = 64 * 1024;
+// Descriptors come with the first byte of the frame that declares them, and the kernel hands over
+// one sendmsg's worth per read: a frame still arriving and the next one. More than that pending
+// is a peer passing descriptors no frame accounts for.
+constexpr size_t max_pending_fds = 2 * internal::max_frame_fds;
 // Frames gathered into one sendmsg.
 constexpr size_t max_iov = 32;
 
@@ -49,17 +57,43 @@ connection::connection(internal::connection_owner& owner, core::context& context
       recv_queue_size_(recv_queue_size),
       link_(std::make_shared<internal::link>(mailbox)),
       handshake_deadline_(std::chrono::steady_clock::now() + handshake_timeout),
-      in_(internal::frame_header_size + std::max(max_msg_size, internal::max_internal_payload) +
-          read_slack) {}
+      in_(handshake_buffer) {}
 
 connection::~connection() {
   // Owners close connections (with their events) before destroying them; this is the backstop.
   if (phase_ != phase::closed) {
-    internal::close_fd(fd_);
+    close_socket();
     link_->close();
     for (auto& o : out_) close_all(o.fds);
   }
   close_all(in_fds_);
+}
+
+void connection::close_socket() noexcept {
+  if (fd_ < 0) return;
+  if (poll_set_ >= 0) epoll_ctl(poll_set_, EPOLL_CTL_DEL, fd_, nullptr);
+  internal::close_fd(fd_);
+  fd_ = -1;
+}
+
+bool connection::reserve_receive_buffer() noexcept {
+  size_t want = handshake_buffer;
+  if (phase_ == phase::established) {
+    want += read_slack;
+    // A frame being received; decode_frame has checked its length against our limit.
+    if (in_end_ - in_begin_ >= internal::frame_header_size)
+      want = std::max(want, internal::frame_header_size + read_slack +
+                                internal::decode_header(in_.data() + in_begin_).length);
+  }
+  if (in_.size() >= want) return true;
+  try {
+    in_.resize(want);
+  } catch (const std::bad_alloc&) {
+    ZC_SDK_LOG_ERROR("comch connection {}: no memory for a {}-byte receive buffer", id_, want);
+    close(status::no_memory);
+    return false;
+  }
+  return true;
 }
 
 uint32_t connection::message_limit() const noexcept {
@@ -103,14 +137,23 @@ size_t connection::receive() {
     }
     if (phase_ == phase::closed) break;
     if (in_begin_ == in_end_) {
+      if (!in_fds_.empty()) {
+        protocol_error("descriptors that no frame declares");
+        return handled + 1;
+      }
       in_begin_ = in_end_ = 0;
     } else if (in_begin_ != 0) {
       std::memmove(in_.data(), in_.data() + in_begin_, in_end_ - in_begin_);
       in_end_ -= in_begin_;
       in_begin_ = 0;
     }
+    if (!reserve_receive_buffer()) return handled + 1;
     ssize_t n =
         internal::receive_with_fds(fd_, in_.data() + in_end_, in_.size() - in_end_, in_fds_);
+    if (in_fds_.size() > max_pending_fds) {
+      protocol_error(fmt::format("{} descriptors pending", in_fds_.size()));
+      return handled + 1;
+    }
     if (n > 0) {
       in_end_ += static_cast<size_t>(n);
       continue;
@@ -202,6 +245,19 @@ void connection::handle_consumer_new(std::span<const uint8_t> payload, std::vect
     return;
   }
   const uint32_t id = announced.id;
+  // Refused before anything is mapped; their descriptors are closed by receive().
+  if (link_->find(id) != nullptr) {
+    ZC_SDK_LOG_ERROR(
+        "comch connection {} (peer pid {}): protocol error: consumer {} announced "
+        "again; the first one stays",
+        id_, peer_pid_, id);
+    return;
+  }
+  if (link_->remote_count() >= max_peer_consumers) {
+    ZC_SDK_LOG_ERROR("comch connection {}: refusing consumer {} of pid {}: it already has {}", id_,
+                     id, peer_pid_, max_peer_consumers);
+    return;
+  }
   std::shared_ptr<internal::remote_consumer> rc;
   try {
     auto buffers = link_->import_buffers(announced.buffers_blob);
@@ -331,8 +387,7 @@ void connection::close(status why) {
   if (phase_ == phase::closed) return;
   const bool was_established = phase_ == phase::established;
   phase_ = phase::closed;
-  internal::close_fd(fd_);
-  fd_ = -1;
+  close_socket();
   close_all(in_fds_);
   auto pending = std::move(out_);
   out_.clear();

@@ -93,7 +93,9 @@ class link {
 
   // --- connection side ---
   std::vector<outbox_frame> take_outbox();
+  // Only the connection's thread adds, so a find() just before tells whether this succeeds.
   void add_remote(std::shared_ptr<remote_consumer> consumer);
+  size_t remote_count();
   // Marks a peer consumer expired and forgets it; false if the id was unknown.
   bool expire_remote(uint32_t id);
   // The receive memory a consumer_new frame names, imported once per distinct export.

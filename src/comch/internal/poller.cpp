@@ -45,6 +45,7 @@ void poller::watch(connection& c) {
   ev.data.ptr = &c;
   if (epoll_ctl(epoll_, EPOLL_CTL_ADD, c.fd(), &ev) != 0)
     throw status_error(status::operating_system, "comch: cannot watch a connection");
+  c.poll_set_ = epoll_;
   c.write_armed_ = false;
 }
 
