@@ -47,6 +47,7 @@ class remote_consumer {
   uint32_t id() const noexcept { return id_; }
   queue_header& header() const noexcept { return *header_; }
   queue_slot& slot(uint64_t position) const noexcept { return slots_[position & mask_]; }
+  uint64_t slot_mask() const noexcept { return mask_; }
   uint8_t* buffers() const noexcept { return buffer_base_; }
   uint64_t buffers_size() const noexcept { return buffer_size_; }
   int data_bell() const noexcept { return data_bell_; }
@@ -54,6 +55,9 @@ class remote_consumer {
 
   // Set by the connection's thread when the peer says the consumer is gone or the link closes.
   std::atomic<bool> expired{false};
+  // Set by a producer that caught the queue in a lie (a buffer outside the consumer's memory):
+  // no producer here sends to it again.
+  std::atomic<bool> lied{false};
 
  private:
   remote_consumer() = default;
