@@ -726,5 +726,36 @@ TEST(comch_control, a_dropped_connection_leaves_the_poll_set_even_if_its_socket_
   p.stop_all();
 }
 
+TEST(comch_control, a_stopped_server_leaves_its_listener_out_of_the_poll_set) {
+  core::progress_engine engine(core::poll_mode::event);
+  server srv(engine, {.name = channel_name()});
+  ASSERT_EQ(srv.start(), status::success);
+  // A child holding a copy of the listening socket, as above, keeps it listening after the
+  // server has closed its own.
+  int hold[2];
+  ASSERT_EQ(pipe(hold), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(hold[1]);
+    pollfd until_released{hold[0], POLLIN, 0};
+    ::poll(&until_released, 1, int(std::chrono::milliseconds(wait_limit).count()));
+    _exit(0);
+  }
+  close(hold[0]);
+  srv.stop();
+  ASSERT_TRUE(engine.run_until([&] { return srv.state() == context_state::idle; }, wait_limit));
+  const int knocking = internal::connect_abstract(srv.socket_name());  // queued on the child's copy
+  EXPECT_GE(knocking, 0);
+  pollfd ready{srv.wait_fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&ready, 1, 100), 0) << "the stopped server still polls its listener";
+  internal::close_fd(knocking);
+  close(hold[1]);
+  int st = 0;
+  const auto deadline = std::chrono::steady_clock::now() + wait_limit;
+  while (waitpid(child, &st, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+}
+
 }  // namespace
 }  // namespace zc::comch::test
