@@ -1,16 +1,17 @@
 #include "comch/connection.hpp"
 
 #include <fmt/format.h>
+#include <sys/epoll.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "comch/internal/frame.hpp"
 #include "comch/internal/link.hpp"
 #include "comch/internal/unix_socket.hpp"
-#include "core/bytes.hpp"
 #include "core/log.hpp"
 
 namespace zc::comch {
@@ -18,9 +19,15 @@ namespace {
 
 using internal::frame_type;
 
-// Extra room in the receive buffer beyond one largest frame, so that one read takes many small
-// messages.
+// The receive buffer grows with what the peer has earned. Until the handshake is done it holds
+// one internal frame: a peer that never says hello (or is refused) costs no more. Then it has room
+// for many small messages per read, and for one largest frame once one is announced.
+constexpr size_t handshake_buffer = internal::frame_header_size + internal::max_internal_payload;
 constexpr size_t read_slack = 64 * 1024;
+// Descriptors come with the first byte of the frame that declares them, and the kernel hands over
+// one sendmsg's worth per read: a frame still arriving and the next one. More than that pending
+// is a peer passing descriptors no frame accounts for.
+constexpr size_t max_pending_fds = 2 * internal::max_frame_fds;
 // Frames gathered into one sendmsg.
 constexpr size_t max_iov = 32;
 
@@ -50,23 +57,54 @@ connection::connection(internal::connection_owner& owner, core::context& context
       recv_queue_size_(recv_queue_size),
       link_(std::make_shared<internal::link>(mailbox)),
       handshake_deadline_(std::chrono::steady_clock::now() + handshake_timeout),
-      in_(internal::frame_header_size + std::max(max_msg_size, internal::max_internal_payload) +
-          read_slack) {}
+      in_(handshake_buffer) {}
 
 connection::~connection() {
   // Owners close connections (with their events) before destroying them; this is the backstop.
   if (phase_ != phase::closed) {
-    internal::close_fd(fd_);
+    close_socket();
     link_->close();
     for (auto& o : out_) close_all(o.fds);
   }
   close_all(in_fds_);
 }
 
+void connection::close_socket() noexcept {
+  if (fd_ < 0) return;
+  if (poll_set_ >= 0) epoll_ctl(poll_set_, EPOLL_CTL_DEL, fd_, nullptr);
+  internal::close_fd(fd_);
+  fd_ = -1;
+}
+
+bool connection::reserve_receive_buffer() noexcept {
+  size_t want = handshake_buffer;
+  if (phase_ == phase::established) {
+    want += read_slack;
+    // A frame being received; decode_frame has checked its length against our limit.
+    if (in_end_ - in_begin_ >= internal::frame_header_size)
+      want = std::max(want, internal::frame_header_size + read_slack +
+                                internal::decode_header(in_.data() + in_begin_).length);
+  }
+  if (in_.size() >= want) return true;
+  try {
+    in_.resize(want);
+  } catch (const std::bad_alloc&) {
+    ZC_SDK_LOG_ERROR("comch connection {}: no memory for a {}-byte receive buffer", id_, want);
+    close(status::no_memory);
+    return false;
+  }
+  return true;
+}
+
+uint32_t connection::message_limit() const noexcept {
+  // A user message before the handshake is a protocol error whatever its size.
+  return phase_ == phase::established ? max_msg_size_ : 0;
+}
+
 bool connection::has_backlog() const noexcept {
-  if (phase_ == phase::closed || in_end_ - in_begin_ < internal::frame_header_size) return false;
-  auto h = internal::decode_header(in_.data() + in_begin_);
-  return in_end_ - in_begin_ >= internal::frame_header_size + h.length;
+  if (phase_ == phase::closed) return false;
+  return internal::decode_frame({in_.data() + in_begin_, in_end_ - in_begin_}, message_limit())
+             .outcome != internal::frame_outcome::need_more;
 }
 
 size_t connection::receive() {
@@ -74,41 +112,48 @@ size_t connection::receive() {
   uint32_t budget = recv_queue_size_;
   while (phase_ != phase::closed) {
     // Complete frames first: the callbacks see the bytes in place.
-    while (phase_ != phase::closed && in_end_ - in_begin_ >= internal::frame_header_size) {
-      auto h = internal::decode_header(in_.data() + in_begin_);
-      const bool user = h.type == static_cast<uint16_t>(frame_type::message);
-      const uint32_t limit = user ? max_msg_size_ : internal::max_internal_payload;
-      if (h.length > limit || h.fds > internal::max_frame_fds) {
-        protocol_error(fmt::format("frame of type {} with {} bytes and {} descriptors (limit {})",
-                                   h.type, h.length, h.fds, limit));
+    while (phase_ != phase::closed) {
+      const auto f =
+          internal::decode_frame({in_.data() + in_begin_, in_end_ - in_begin_}, message_limit());
+      if (f.outcome == internal::frame_outcome::need_more) break;
+      if (f.outcome == internal::frame_outcome::error) {
+        protocol_error(fmt::format("{}: type {}, {} bytes, {} descriptors", f.error_text,
+                                   f.header.type, f.header.length, f.header.fds));
         return handled + 1;
       }
-      if (in_end_ - in_begin_ < internal::frame_header_size + h.length) break;
+      const bool user = f.header.type == static_cast<uint16_t>(frame_type::message);
       if (user && budget == 0) return handled;
-      if (in_fds_.size() < h.fds) {
+      if (in_fds_.size() < f.header.fds) {
         protocol_error("frame announced descriptors that did not come with it");
         return handled + 1;
       }
-      std::vector<int> fds(in_fds_.begin(), in_fds_.begin() + h.fds);
-      in_fds_.erase(in_fds_.begin(), in_fds_.begin() + h.fds);
-      std::span<const uint8_t> payload(in_.data() + in_begin_ + internal::frame_header_size,
-                                       h.length);
-      in_begin_ += internal::frame_header_size + h.length;
+      std::vector<int> fds(in_fds_.begin(), in_fds_.begin() + f.header.fds);
+      in_fds_.erase(in_fds_.begin(), in_fds_.begin() + f.header.fds);
+      in_begin_ += f.consumed;
       if (user) --budget;
       ++handled;
-      handle_frame(h.type, payload, fds);
+      handle_frame(f.header.type, f.payload, fds);
       close_all(fds);
     }
     if (phase_ == phase::closed) break;
     if (in_begin_ == in_end_) {
+      if (!in_fds_.empty()) {
+        protocol_error("descriptors that no frame declares");
+        return handled + 1;
+      }
       in_begin_ = in_end_ = 0;
     } else if (in_begin_ != 0) {
       std::memmove(in_.data(), in_.data() + in_begin_, in_end_ - in_begin_);
       in_end_ -= in_begin_;
       in_begin_ = 0;
     }
+    if (!reserve_receive_buffer()) return handled + 1;
     ssize_t n =
         internal::receive_with_fds(fd_, in_.data() + in_end_, in_.size() - in_end_, in_fds_);
+    if (in_fds_.size() > max_pending_fds) {
+      protocol_error(fmt::format("{} descriptors pending", in_fds_.size()));
+      return handled + 1;
+    }
     if (n > 0) {
       in_end_ += static_cast<size_t>(n);
       continue;
@@ -129,63 +174,53 @@ size_t connection::receive() {
 
 void connection::handle_frame(uint16_t type, std::span<const uint8_t> payload,
                               std::vector<int>& fds) {
-  byte_reader r(payload);
-  auto expect_no_fds = [&] {
-    if (fds.empty()) return true;
-    protocol_error(fmt::format("frame of type {} carried descriptors", type));
-    return false;
-  };
   switch (static_cast<frame_type>(type)) {
     case frame_type::hello: {
-      if (client_side_ || phase_ != phase::handshake) break;
-      if (!expect_no_fds()) return;
-      uint32_t version = r.u32();
-      uint32_t peer_max = r.u32();
-      if (!r.ok() || peer_max == 0) break;
-      if (version != internal::protocol_version) {
+      internal::hello_payload hello;
+      if (client_side_ || phase_ != phase::handshake || !ok(internal::decode(payload, hello)))
+        break;
+      if (hello.version != internal::protocol_version) {
         refuse(status::unsupported_version, fmt::format("protocol version {} (server speaks {})",
-                                                        version, internal::protocol_version));
+                                                        hello.version, internal::protocol_version));
         return;
       }
-      peer_max_msg_size_ = peer_max;
-      std::vector<uint8_t> welcome;
-      byte_writer w(welcome);
-      w.u32(internal::protocol_version);
-      w.u32(max_msg_size_);
-      queue_frame({frame_type::welcome, std::move(welcome), {}});
+      peer_max_msg_size_ = hello.max_msg_size;
+      queue_frame(
+          {frame_type::welcome,
+           internal::encode(internal::hello_payload{internal::protocol_version, max_msg_size_}),
+           {}});
       if (phase_ == phase::closed) return;
       phase_ = phase::established;
       owner_.connection_established(*this);
       return;
     }
     case frame_type::welcome: {
-      if (!client_side_ || phase_ != phase::handshake) break;
-      if (!expect_no_fds()) return;
-      uint32_t version = r.u32();
-      uint32_t peer_max = r.u32();
-      if (!r.ok() || peer_max == 0 || version != internal::protocol_version) break;
-      peer_max_msg_size_ = peer_max;
-      if (max_msg_size_ != peer_max)
+      internal::hello_payload welcome;
+      if (!client_side_ || phase_ != phase::handshake || !ok(internal::decode(payload, welcome)) ||
+          welcome.version != internal::protocol_version)
+        break;
+      peer_max_msg_size_ = welcome.max_msg_size;
+      if (max_msg_size_ != welcome.max_msg_size)
         ZC_SDK_LOG_INFO("comch: max message size {} here, {} at the server; sends use the smaller",
-                        max_msg_size_, peer_max);
+                        max_msg_size_, welcome.max_msg_size);
       phase_ = phase::established;
       owner_.connection_established(*this);
       return;
     }
     case frame_type::refused: {
       if (!client_side_ || phase_ != phase::handshake) break;
-      uint32_t code = r.u32();
-      std::string reason = r.sized_string();
-      refusal_ = status_from_wire(code);
+      internal::refused_payload refused;
+      // A garbled refusal is still a refusal.
+      const bool readable = ok(internal::decode(payload, refused));
+      refusal_ = readable ? status_from_wire(refused.code) : status::not_permitted;
       if (refusal_ == status::success) refusal_ = status::not_permitted;
-      ZC_SDK_LOG_ERROR("comch: server refused the connection: {} ({})", reason,
-                       status_name(refusal_));
+      ZC_SDK_LOG_ERROR("comch: server refused the connection: {} ({})",
+                       readable ? refused.reason : "no reason given", status_name(refusal_));
       close(refusal_);
       return;
     }
     case frame_type::message:
       if (phase_ != phase::established) break;
-      if (!expect_no_fds()) return;
       owner_.message_received(*this, payload);
       return;
     case frame_type::consumer_new:
@@ -193,11 +228,9 @@ void connection::handle_frame(uint16_t type, std::span<const uint8_t> payload,
       handle_consumer_new(payload, fds);
       return;
     case frame_type::consumer_expired: {
-      if (phase_ != phase::established) break;
-      if (!expect_no_fds()) return;
-      uint32_t id = r.u32();
-      if (!r.ok() || r.remaining() != 0) break;
-      if (link_->expire_remote(id)) owner_.consumer_event(*this, id, false);
+      internal::consumer_expired_payload expired;
+      if (phase_ != phase::established || !ok(internal::decode(payload, expired))) break;
+      if (link_->expire_remote(expired.id)) owner_.consumer_event(*this, expired.id, false);
       return;
     }
   }
@@ -206,21 +239,32 @@ void connection::handle_frame(uint16_t type, std::span<const uint8_t> payload,
 }
 
 void connection::handle_consumer_new(std::span<const uint8_t> payload, std::vector<int>& fds) {
-  byte_reader r(payload);
-  uint32_t id = r.u32();
-  uint32_t slots = r.u32();
-  auto buffer_blob = r.sized_bytes();
-  if (!r.ok() || r.remaining() != 0 || fds.size() != 3) {
+  internal::consumer_new_payload announced;
+  if (!ok(internal::decode(payload, announced))) {
     protocol_error("malformed consumer announcement");
+    return;
+  }
+  const uint32_t id = announced.id;
+  // Refused before anything is mapped; their descriptors are closed by receive().
+  if (link_->find(id) != nullptr) {
+    ZC_SDK_LOG_ERROR(
+        "comch connection {} (peer pid {}): protocol error: consumer {} announced "
+        "again; the first one stays",
+        id_, peer_pid_, id);
+    return;
+  }
+  if (link_->remote_count() >= max_peer_consumers) {
+    ZC_SDK_LOG_ERROR("comch connection {}: refusing consumer {} of pid {}: it already has {}", id_,
+                     id, peer_pid_, max_peer_consumers);
     return;
   }
   std::shared_ptr<internal::remote_consumer> rc;
   try {
-    auto buffers = link_->import_buffers(buffer_blob);
+    auto buffers = link_->import_buffers(announced.buffers_blob);
     const int queue = fds[0], data_bell = fds[1], space_bell = fds[2];
     fds.clear();  // attach() owns them from here, whether it succeeds or throws
-    rc = internal::remote_consumer::attach(id, slots, queue, std::move(buffers), data_bell,
-                                           space_bell);
+    rc = internal::remote_consumer::attach(id, announced.slot_count, queue, std::move(buffers),
+                                           data_bell, space_bell);
   } catch (const std::exception& e) {
     // A consumer we cannot reach is the peer's bug (or a stale export), not a reason to drop the
     // channel: producers sending to it get not_found.
@@ -269,20 +313,16 @@ void connection::drain_outbox() {
 }
 
 void connection::send_hello() {
-  std::vector<uint8_t> hello;
-  byte_writer w(hello);
-  w.u32(internal::protocol_version);
-  w.u32(max_msg_size_);
-  queue_frame({frame_type::hello, std::move(hello), {}});
+  queue_frame({frame_type::hello,
+               internal::encode(internal::hello_payload{internal::protocol_version, max_msg_size_}),
+               {}});
 }
 
 void connection::refuse(status why, std::string_view reason) {
   ZC_SDK_LOG_WARN("comch: refused peer pid {} uid {}: {}", peer_pid_, peer_uid_, reason);
-  std::vector<uint8_t> payload;
-  byte_writer w(payload);
-  w.u32(static_cast<uint32_t>(why));
-  w.sized_string(reason);
-  queue_frame({frame_type::refused, std::move(payload), {}});
+  queue_frame({frame_type::refused,
+               internal::encode(internal::refused_payload{static_cast<uint32_t>(why), reason}),
+               {}});
   close(why);
 }
 
@@ -347,8 +387,7 @@ void connection::close(status why) {
   if (phase_ == phase::closed) return;
   const bool was_established = phase_ == phase::established;
   phase_ = phase::closed;
-  internal::close_fd(fd_);
-  fd_ = -1;
+  close_socket();
   close_all(in_fds_);
   auto pending = std::move(out_);
   out_.clear();

@@ -34,6 +34,10 @@ inline constexpr uint32_t default_recv_queue_size = 64;
 inline constexpr uint32_t default_send_tasks = 8;
 // How long a freshly connected peer has to complete the hello/welcome exchange.
 inline constexpr std::chrono::milliseconds handshake_timeout{5000};
+// Consumers a peer may have announced on one connection at a time. Each holds two descriptors and
+// a queue mapping in this process: without a bound, a peer could exhaust both. Announcements
+// beyond it are refused (logged; producers sending to them get not_found).
+inline constexpr uint32_t max_peer_consumers = 256;
 
 // A control message to the peer of a connection. The message bytes are the caller's: they must
 // stay untouched until the task completes, which happens once all of them are in the socket.
@@ -123,6 +127,15 @@ class connection {
              uint32_t recv_queue_size, int mailbox);
 
   int fd() const noexcept { return fd_; }
+  // Removes the socket from the owner's poll set, then closes it. A copy of the socket (a child
+  // forked before exec holds one) would otherwise keep it registered, reporting events for a
+  // connection that no longer exists.
+  void close_socket() noexcept;
+  // Grows the receive buffer to what the peer may send in its phase; false (and closed) when
+  // there is no memory for it.
+  bool reserve_receive_buffer() noexcept;
+  // Payload limit of a user message from the peer in the current phase.
+  uint32_t message_limit() const noexcept;
   bool closed() const noexcept { return phase_ == phase::closed; }
   const std::shared_ptr<internal::link>& link() const noexcept { return link_; }
   // Reads what the socket holds and handles complete frames, at most recv_queue_size messages
@@ -154,6 +167,7 @@ class connection {
   internal::connection_owner& owner_;
   core::context& context_;
   int fd_ = -1;
+  int poll_set_ = -1;  // the owner's epoll set watching fd_
   bool client_side_ = false;
   phase phase_ = phase::handshake;
   uint64_t id_ = 0;

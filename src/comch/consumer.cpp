@@ -5,12 +5,10 @@
 
 #include <algorithm>
 #include <new>
-#include <thread>
 
 #include "comch/internal/link.hpp"
 #include "comch/internal/queue.hpp"
 #include "comch/internal/unix_socket.hpp"
-#include "core/bytes.hpp"
 #include "core/log.hpp"
 
 namespace zc::comch {
@@ -82,16 +80,15 @@ core::context_state consumer::on_start() {
     auto* s = new (&slots_[i]) internal::queue_slot{};
     s->seq.store(i, std::memory_order_relaxed);
   }
-  tail_ = done_ = checked_ = 0;
+  tail_ = done_ = checked_ = claimed_end_ = 0;
   armed_ = false;
+  peer_lied_ = false;
   stop_reason_ = status::shutdown;
 
   internal::outbox_frame announce;
   announce.type = internal::frame_type::consumer_new;
-  byte_writer w(announce.payload);
-  w.u32(id_);
-  w.u32(slot_count_);
-  w.sized_bytes(config_.buffers->export_pci());
+  const std::vector<uint8_t> blob = config_.buffers->export_pci();
+  announce.payload = internal::encode(internal::consumer_new_payload{id_, slot_count_, blob});
   try {
     for (int fd : {queue_.fd(), data_bell_, space_bell_}) announce.fds.push_back(dup_fd(fd));
   } catch (...) {
@@ -152,18 +149,32 @@ void consumer::wake_starved_producers() noexcept {
     internal::ring(space_bell_);
 }
 
-bool consumer::deliver(uint64_t position) {
+consumer::fill consumer::deliver(uint64_t position) noexcept {
   internal::queue_slot& s = slots_[position & mask_];
-  if (s.seq.load(std::memory_order_acquire) != position + 2) return false;
+  if (s.seq.load(std::memory_order_acquire) != position + 2) return fill::pending;
   const uint64_t length = s.length.load(std::memory_order_relaxed);
   consumer_post_recv_task& task = *posted_[position & mask_];
   core::buffer& b = *task.buffer_;
+  // The length comes from the peer: check it against the room this buffer was posted with, not
+  // as a sum that a huge length wraps around.
+  const uint8_t* tail = b.data() + b.data_length();
+  if (length > static_cast<uint64_t>(b.head() + b.capacity() - tail)) {
+    task.received_ = 0;
+    complete(task, status::invalid_value);
+    return fill::lie;
+  }
   task.received_ = length;
-  // The producer checked the length against the capacity; a peer that lies gets an error, and
-  // our buffer descriptor stays within its bounds.
-  complete(task, ok(b.set_data(b.data(), b.data_length() + length)) ? status::success
-                                                                    : status::unexpected);
-  return true;
+  b.set_data(b.data(), b.data_length() + length);
+  complete(task, status::success);
+  return fill::delivered;
+}
+
+void consumer::distrust_peer(const char* lie) noexcept {
+  if (!peer_lied_)
+    ZC_SDK_LOG_ERROR("comch consumer {}: the peer wrote {} into the queue; failing the consumer",
+                     id_, lie);
+  peer_lied_ = true;
+  stop_reason_ = status::invalid_value;
 }
 
 size_t consumer::poll() {
@@ -172,6 +183,7 @@ size_t consumer::poll() {
     if (header_ != nullptr) header_->consumer_sleeping.store(0, std::memory_order_relaxed);
     internal::drain(data_bell_);
   }
+  if (state() == core::context_state::stopping) return settle_claims();
   if (state() != core::context_state::running) return 0;
   if (link_->closed()) {
     stop_reason_ = status::connection_reset;
@@ -180,19 +192,53 @@ size_t consumer::poll() {
   }
   wake_starved_producers();  // for what the callbacks of the last round re-posted
   size_t delivered = 0;
-  while (done_ != tail_ && deliver(done_)) {
+  while (done_ != tail_) {
+    const fill f = deliver(done_);
+    if (f == fill::pending) break;
     ++done_;
     ++delivered;
+    if (f == fill::lie) {
+      distrust_peer("a fill longer than its buffer");
+      stop();
+      break;
+    }
   }
   return delivered;
 }
 
+size_t consumer::settle_claims() noexcept {
+  size_t settled = 0;
+  while (done_ < claimed_end_) {
+    const fill f = deliver(done_);
+    if (f == fill::lie) distrust_peer("a fill longer than its buffer");
+    if (f == fill::pending) {
+      // Its producer may still be copying into the buffer: wait for it, unless it is gone.
+      if (!peer_lied_ && !link_->closed()) break;
+      complete(*posted_[done_ & mask_],
+               peer_lied_ ? status::invalid_value : status::connection_reset);
+    }
+    ++done_;
+    ++settled;
+  }
+  if (done_ == claimed_end_ && waker_added_) {
+    link_->remove_waker(data_bell_);
+    waker_added_ = false;
+  }
+  return settled;
+}
+
 bool consumer::arm() {
   armed_ = true;  // poll() drains the doorbell after any sleep
-  if (state() != core::context_state::running) return true;
-  wake_starved_producers();  // never sleep while a producer waits for buffers we posted
-  if (done_ == tail_) return true;
-  if (link_->closed()) return false;
+  if (state() == core::context_state::stopping) {
+    // The link rings our doorbell if the peer goes; a producer rings it when it fills.
+    if (done_ == claimed_end_) return true;
+    if (peer_lied_ || link_->closed()) return false;
+  } else {
+    if (state() != core::context_state::running) return true;
+    wake_starved_producers();  // never sleep while a producer waits for buffers we posted
+    if (done_ == tail_) return true;
+    if (link_->closed()) return false;
+  }
   // Dekker with producer::submit() (its fill, then its flag load), all seq_cst.
   header_->consumer_sleeping.store(1, std::memory_order_seq_cst);
   return slots_[done_ & mask_].seq.load(std::memory_order_seq_cst) != done_ + 2;
@@ -202,40 +248,35 @@ uint64_t consumer::revoke() noexcept {
   if (header_ == nullptr) return tail_;
   header_->closed.store(1, std::memory_order_seq_cst);
   uint64_t head = header_->head.load(std::memory_order_acquire);
-  while (head < tail_ &&
-         !header_->head.compare_exchange_weak(head, tail_, std::memory_order_acq_rel)) {
+  // Strong CAS: each failure is a producer's claim, and there are at most tail_ - head of those;
+  // more means someone else is writing the head.
+  for (uint64_t tries = 0; head < tail_; ++tries) {
+    if (header_->head.compare_exchange_strong(head, tail_, std::memory_order_acq_rel)) break;
+    if (tries > slot_count_) {
+      distrust_peer("a head that keeps moving");
+      break;
+    }
   }
   internal::ring(space_bell_);  // producers waiting for a buffer learn that none will come
-  return std::min(head, tail_);
+  // Producers claim posted positions in order, and we deliver only claimed ones: an honest head
+  // is in [done_, tail_].
+  if (head > tail_ || head < done_) distrust_peer("a head no producer could have left");
+  return peer_lied_ ? done_ : head;
 }
 
 void consumer::on_stop() {
-  const uint64_t revoked = revoke();
-  // Buffers producers claimed before the revocation: their copies finish in microseconds, unless
-  // the producer died mid-copy.
-  const auto give_up = core::steady_clock::now() + claim_grace;
-  for (; done_ < revoked; ++done_) {
-    while (!deliver(done_)) {
-      if (core::steady_clock::now() >= give_up) {
-        complete(*posted_[done_ & mask_], stop_reason_);
-        break;
-      }
-      std::this_thread::yield();
-    }
-  }
-  for (; done_ < tail_; ++done_) complete(*posted_[done_ & mask_], stop_reason_);
-  if (waker_added_) {
-    link_->remove_waker(data_bell_);
-    waker_added_ = false;
-  }
+  claimed_end_ = revoke();
+  for (uint64_t p = claimed_end_; p < tail_; ++p) complete(*posted_[p & mask_], stop_reason_);
+  tail_ = claimed_end_;
+  settle_claims();
   if (!link_->closed()) {
     internal::outbox_frame expired;
     expired.type = internal::frame_type::consumer_expired;
-    byte_writer w(expired.payload);
-    w.u32(id_);
+    expired.payload = internal::encode(internal::consumer_expired_payload{id_});
     link_->post(std::move(expired));
   }
-  ZC_SDK_LOG_DEBUG("comch consumer {} stopped ({})", id_, status_name(stop_reason_));
+  ZC_SDK_LOG_DEBUG("comch consumer {} stopped ({}); {} buffer(s) still claimed", id_,
+                   status_name(stop_reason_), claimed_end_ - done_);
 }
 
 }  // namespace zc::comch

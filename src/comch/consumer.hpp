@@ -48,9 +48,6 @@ class consumer_post_recv_task final : public core::task_base {
 };
 
 inline constexpr uint32_t default_post_recv_tasks = 64;
-// How long a stopping consumer waits for a producer that has claimed one of its buffers to finish
-// copying (microseconds normally; a producer killed mid-copy never finishes).
-inline constexpr std::chrono::milliseconds claim_grace{100};
 
 struct consumer_config {
   // Receive memory: allocate()d with access::pci_read_write. Must outlive the consumer.
@@ -74,6 +71,9 @@ class consumer final : public core::context {
   consumer_post_recv_task* allocate_post_recv(core::buffer& buf) noexcept;
   // Posts the buffer. Errors: bad_state (not running), not_permitted (its memory map lacks PCI
   // read-write access), invalid_value (no buffer, or a buffer outside this consumer's map).
+  // A peer that writes a lie into the queue (a fill longer than the buffer, a head no producer
+  // could have left) fails that receive and then the consumer: it stops, and every task in flight
+  // completes with invalid_value. Our buffer descriptors never move outside their buffers.
   status submit(consumer_post_recv_task& task) noexcept;
 
   size_t poll() override;
@@ -83,17 +83,23 @@ class consumer final : public core::context {
  protected:
   // Throws status_error(not_connected) when the connection is gone.
   core::context_state on_start() override;
-  // Revokes every buffer no producer has claimed (nothing is written into them afterwards),
-  // completes filled ones, fails the rest, and tells the peer the consumer expired.
+  // Revokes every buffer no producer has claimed (nothing is written into them afterwards) and
+  // fails those at once, and tells the peer the consumer expired. A buffer a producer has claimed
+  // may still be being written: it completes once filled, or fails once the peer is gone (its
+  // connection closed, or it lied), never earlier. So the consumer stays stopping until then.
   void on_stop() override;
 
  private:
+  enum class fill { pending, delivered, lie };
   // Closes the queue to producers and revokes unclaimed buffers; returns the first revoked
-  // position.
+  // position (every one before it was claimed).
   uint64_t revoke() noexcept;
   // Rings the space doorbell if a producer starved while we posted.
   void wake_starved_producers() noexcept;
-  bool deliver(uint64_t position);
+  fill deliver(uint64_t position) noexcept;
+  // Stopping: completes claimed positions as they fill, all of them once the peer is gone.
+  size_t settle_claims() noexcept;
+  void distrust_peer(const char* lie) noexcept;
 
   std::shared_ptr<internal::link> link_;
   consumer_config config_;
@@ -104,13 +110,15 @@ class consumer final : public core::context {
   internal::queue_header* header_ = nullptr;
   internal::queue_slot* slots_ = nullptr;
   uint64_t mask_ = 0;
-  uint64_t tail_ = 0;                             // next position to post
-  uint64_t done_ = 0;                             // next position to complete
-  uint64_t checked_ = 0;                          // tail_ when we last looked for starved producers
+  uint64_t tail_ = 0;         // next position to post
+  uint64_t done_ = 0;         // next position to complete
+  uint64_t claimed_end_ = 0;  // stopping: [done_, claimed_end_) were claimed before revocation
+  uint64_t checked_ = 0;      // tail_ when we last looked for starved producers
   std::vector<consumer_post_recv_task*> posted_;  // by position & mask_
   uint32_t id_ = 0;
   bool armed_ = false;
   bool waker_added_ = false;
+  bool peer_lied_ = false;  // what the queue says about claims and fills is no longer believed
   status stop_reason_ = status::shutdown;
   core::task_pool<consumer_post_recv_task> pool_;
 };

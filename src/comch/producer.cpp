@@ -14,6 +14,11 @@
 namespace zc::comch {
 namespace {
 
+// Claim attempts per submit, over the consumer's slot count. Each failed one is another
+// producer's claim; past this many, the head is being moved by someone who does not claim (or
+// the queue is that contended): answer again rather than spin in the caller's submit().
+constexpr uint64_t claim_rounds = 2;
+
 // Whether a published buffer is still unclaimed: positions below head are claimed, positions
 // below posted are published.
 bool has_posted_buffer(internal::remote_consumer& rc) noexcept {
@@ -94,7 +99,7 @@ producer::known_consumer* producer::lookup(uint32_t id) noexcept {
     }
   }
   internal::remote_consumer& rc = *known_[index].consumer;
-  if (rc.expired.load(std::memory_order_acquire) ||
+  if (rc.expired.load(std::memory_order_acquire) || rc.lied.load(std::memory_order_acquire) ||
       rc.header().closed.load(std::memory_order_acquire) != 0) {
     forget(index);
     return nullptr;
@@ -139,7 +144,12 @@ status producer::submit(producer_send_task& task) noexcept {
   const uint64_t length = b.data_length();
 
   uint64_t position = header.head.load(std::memory_order_relaxed);
-  for (;;) {
+  const uint64_t max_attempts = claim_rounds * (rc->slot_mask() + 1);
+  for (uint64_t attempt = 0;; ++attempt) {
+    if (attempt == max_attempts) {
+      starve(*rc);
+      return status::again;
+    }
     if (position >= known->posted) {
       known->posted = header.posted.load(std::memory_order_acquire);
       if (position >= known->posted) {
@@ -171,8 +181,11 @@ status producer::submit(producer_send_task& task) noexcept {
         position = now;
         continue;
       }
-      if (outside)
-        ZC_SDK_LOG_ERROR("comch consumer {} posted a buffer outside its memory", rc->id());
+      if (outside && !rc->lied.exchange(true))
+        ZC_SDK_LOG_ERROR(
+            "comch consumer {} posted a buffer outside its memory; not sending to it "
+            "again",
+            rc->id());
       task_submitted();
       complete(task, outside ? status::invalid_value : status::too_big);
       return status::success;

@@ -64,8 +64,9 @@ class producer final : public core::context {
   // running), invalid_value (no buffer), not_found (no such consumer, or it expired), again (the
   // consumer has no free posted buffer: progress and retry; in event mode the engine is woken
   // when it posts one). A message longer than the posted buffer is accepted and then fails with
-  // too_big, nothing written; a posted buffer outside the consumer's memory fails with
-  // invalid_value.
+  // too_big, nothing written. A posted buffer outside the consumer's memory is a lie of the peer:
+  // the send fails with invalid_value, nothing written, and later sends to that consumer (from
+  // any producer on the connection) get not_found.
   status submit(producer_send_task& task) noexcept;
 
   size_t poll() override;

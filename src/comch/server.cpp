@@ -44,7 +44,7 @@ server::~server() {
                      to_string(state()));
   quiet_ = true;
   for (auto& c : connections_) c->close(status::shutdown);
-  internal::close_fd(listener_);
+  poller_->close_listener(listener_);
   engine().detach(*this);  // before our wait_fd closes
 }
 
@@ -72,7 +72,7 @@ core::context_state server::on_start() {
 }
 
 void server::on_stop() {
-  internal::close_fd(listener_);
+  poller_->close_listener(listener_);
   listener_ = -1;
   // Index loop: a disconnect callback may call disconnect() on another connection.
   for (size_t i = 0; i < connections_.size(); ++i) connections_[i]->close(status::shutdown);

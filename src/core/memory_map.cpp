@@ -37,6 +37,12 @@ std::string os_error(const char* what) {
   return fmt::format("{}: {}", what, strerror(errno));
 }
 
+access without_write_rights(access permissions) {
+  constexpr auto write_rights = static_cast<uint32_t>(
+      access::local_read_write | access::rdma_write | access::rdma_atomic | access::pci_read_write);
+  return static_cast<access>(static_cast<uint32_t>(permissions) & ~write_rights);
+}
+
 }  // namespace
 
 // What a map shares with its RDMA exports: the mapping the map owns, if any, unmapped only when
@@ -91,6 +97,15 @@ std::unique_ptr<memory_map> memory_map::allocate(size_t length, access permissio
   map->size_ = length;
   map->permissions_ = permissions;
   map->owns_mapping_ = true;
+  // A read-only PCI export: no process can map this memory writable any more (this one keeps the
+  // mapping it has), so an importer cannot upgrade itself by editing the blob. Then the seals are
+  // frozen: an importer holding a writable descriptor (through /proc) could otherwise add
+  // F_SEAL_FUTURE_WRITE and lock every later importer out of writing.
+  int seals = F_SEAL_SEAL;
+  if (has(permissions, access::pci_read_only) && !has(permissions, access::pci_read_write))
+    seals |= F_SEAL_FUTURE_WRITE;
+  if (fcntl(map->memfd_, F_ADD_SEALS, seals) != 0)
+    throw status_error(status::operating_system, os_error("sealing the memory"));
   return map;
 }
 
@@ -118,11 +133,6 @@ std::vector<uint8_t> memory_map::export_pci() const {
   if (memfd_ < 0 || memfd_token_.size() != 2 * token_bytes)
     throw status_error(status::not_supported,
                        "only memory from memory_map::allocate can be exported for PCI");
-  // A read-only export is sealed: no process can map this memory writable any more (this one
-  // keeps the mapping it has), so an importer cannot upgrade itself by editing the blob.
-  if (!has(permissions_, access::pci_read_write) &&
-      fcntl(memfd_, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW) != 0)
-    throw status_error(status::operating_system, os_error("sealing a read-only PCI export"));
   std::vector<uint8_t> payload;
   byte_writer w(payload);
   w.u32(static_cast<uint32_t>(getpid()));
@@ -186,7 +196,10 @@ std::unique_ptr<memory_map> memory_map::import_pci(std::span<const uint8_t> blob
   std::unique_ptr<memory_map> map(new memory_map());
   map->data_ = static_cast<uint8_t*>(p);
   map->size_ = length;
-  map->permissions_ = permissions;
+  // The blob speaks for the exporter's map; ours is only as writable as the mapping we got. A
+  // write right kept here would let export_rdma() offer this read-only mapping to remote
+  // writers, and the first one would crash this process.
+  map->permissions_ = writable ? permissions : without_write_rights(permissions);
   map->memfd_ = memfd;
   map->owns_mapping_ = true;
   return map;

@@ -56,9 +56,13 @@ class memory_map {
   // import_pci) needs none of this: it stays mapped until the last claim on it is released.
   static std::unique_ptr<memory_map> wrap(void* addr, size_t length, access permissions);
   // Zeroed, page-aligned memory from a memfd, owned by the map; the only kind export_pci takes.
+  // The memfd is sealed for good at once: its size, and with pci_read_only (but not
+  // pci_read_write) any writable mapping but this map's own.
   static std::unique_ptr<memory_map> allocate(size_t length, access permissions);
-  // Maps the pages of a PCI export into this process. Throws status_error: invalid_value for a
-  // malformed blob, not_found when the exporter has gone, not_permitted for a foreign one.
+  // Maps the pages of a PCI export into this process. The map has the exporter's permissions,
+  // less every write right (local, rdma, atomic, pci) when the export is read-only. Throws
+  // status_error: invalid_value for a malformed blob, not_found when the exporter has gone,
+  // not_permitted for a foreign one.
   static std::unique_ptr<memory_map> import_pci(std::span<const uint8_t> blob);
   // Describes a peer's RDMA export. Throws status_error(invalid_value, ...) on a malformed blob.
   static std::unique_ptr<memory_map> import_rdma(std::span<const uint8_t> blob);

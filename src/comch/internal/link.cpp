@@ -103,7 +103,12 @@ std::vector<outbox_frame> link::take_outbox() {
 void link::add_remote(std::shared_ptr<remote_consumer> consumer) {
   std::lock_guard lock(mutex_);
   uint32_t id = consumer->id();
-  remotes_[id] = std::move(consumer);
+  remotes_.emplace(id, std::move(consumer));  // never replaces: the first announcement stays
+}
+
+size_t link::remote_count() {
+  std::lock_guard lock(mutex_);
+  return remotes_.size();
 }
 
 bool link::expire_remote(uint32_t id) {

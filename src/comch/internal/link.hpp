@@ -47,6 +47,7 @@ class remote_consumer {
   uint32_t id() const noexcept { return id_; }
   queue_header& header() const noexcept { return *header_; }
   queue_slot& slot(uint64_t position) const noexcept { return slots_[position & mask_]; }
+  uint64_t slot_mask() const noexcept { return mask_; }
   uint8_t* buffers() const noexcept { return buffer_base_; }
   uint64_t buffers_size() const noexcept { return buffer_size_; }
   int data_bell() const noexcept { return data_bell_; }
@@ -54,6 +55,9 @@ class remote_consumer {
 
   // Set by the connection's thread when the peer says the consumer is gone or the link closes.
   std::atomic<bool> expired{false};
+  // Set by a producer that caught the queue in a lie (a buffer outside the consumer's memory):
+  // no producer here sends to it again.
+  std::atomic<bool> lied{false};
 
  private:
   remote_consumer() = default;
@@ -93,7 +97,9 @@ class link {
 
   // --- connection side ---
   std::vector<outbox_frame> take_outbox();
+  // Only the connection's thread adds, so a find() just before tells whether this succeeds.
   void add_remote(std::shared_ptr<remote_consumer> consumer);
+  size_t remote_count();
   // Marks a peer consumer expired and forgets it; false if the id was unknown.
   bool expire_remote(uint32_t id);
   // The receive memory a consumer_new frame names, imported once per distinct export.

@@ -39,12 +39,19 @@ void poller::watch_listener(int fd) {
     throw status_error(status::operating_system, "comch: cannot watch the listening socket");
 }
 
+void poller::close_listener(int fd) noexcept {
+  if (fd < 0) return;
+  epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+  close_fd(fd);
+}
+
 void poller::watch(connection& c) {
   epoll_event ev{};
   ev.events = read_events;
   ev.data.ptr = &c;
   if (epoll_ctl(epoll_, EPOLL_CTL_ADD, c.fd(), &ev) != 0)
     throw status_error(status::operating_system, "comch: cannot watch a connection");
+  c.poll_set_ = epoll_;
   c.write_armed_ = false;
 }
 

@@ -26,6 +26,8 @@ class poller {
   int mailbox() const noexcept { return mailbox_; }
 
   void watch_listener(int fd);
+  // Removes it from the set, then closes it (see connection::close_socket for why in that order).
+  void close_listener(int fd) noexcept;
   void watch(connection& c);
   // Adds or drops EPOLLOUT to match what the connection has queued.
   void update(connection& c) noexcept;

@@ -10,8 +10,14 @@
 // at `head` with a compare-and-swap (uncontended with one producer per consumer, the common
 // case), copy straight into the posted buffer, then publish with a release store of the sequence.
 // So a message is copied once, order is FIFO per producer->consumer pair, and a consumer that
-// stops revokes every unclaimed buffer by moving `head` itself: after that no producer writes
-// into its memory.
+// stops revokes every unclaimed buffer by moving `head` itself: after that no honest producer
+// writes into its memory. A buffer claimed before that is handed back only once filled or once
+// the peer is gone.
+//
+// The other process can write anything here. Each side relies only on what it wrote itself (its
+// slot count, the buffers it posted, the memory size it imported) and checks every offset,
+// length and position it reads against that; a lie fails the consumer or the send (FORMATS.md
+// §6.4).
 //
 // The consumer also publishes `posted` (its tail) on a line of its own. Producers claim only
 // positions below it, so a producer waiting for buffers spins on that line, not on the slot line

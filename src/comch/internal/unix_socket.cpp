@@ -12,7 +12,8 @@
 namespace zc::comch::internal {
 namespace {
 
-// Descriptors that one recvmsg can take; a frame carries at most frame_fds_max (2 today).
+// Descriptors that one recvmsg can take; a frame carries at most max_frame_fds (3). The kernel
+// drops what does not fit (MSG_CTRUNC), which receive_with_fds reports as EPROTO.
 constexpr size_t fds_per_receive = 8;
 
 socklen_t abstract_address(std::string_view name, sockaddr_un& addr) noexcept {

@@ -2,17 +2,22 @@
 // events, limits, and peers that break the protocol.
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <thread>
 
 #include "comch/address.hpp"
 #include "comch/internal/frame.hpp"
 #include "comch/internal/unix_socket.hpp"
 #include "comch_test_support.hpp"
 #include "core/bytes.hpp"
+#include "raw_peer.hpp"
 
 namespace zc::comch::test {
 namespace {
@@ -36,7 +41,9 @@ struct channel_pair {
                                     [this](connection& c, std::span<const uint8_t> m) {
                                       server_got.push_back(string_of(m));
                                       last_sender = &c;
-                                    }},
+                                    },
+                                .on_consumer_new =
+                                    [this](connection&, uint32_t id) { consumers.push_back(id); }},
                      .on_connect = [this](connection& c) { connected.push_back(&c); },
                      .on_disconnect =
                          [this](connection& c) {
@@ -74,6 +81,7 @@ struct channel_pair {
   core::progress_engine engine{core::poll_mode::event};
   std::string name;
   std::vector<std::string> server_got, client_got;
+  std::vector<uint32_t> consumers;  // announced to the server
   std::vector<connection*> connected;
   connection* last_sender = nullptr;
   int disconnects = 0, server_sent = 0, client_sent = 0;
@@ -414,42 +422,6 @@ TEST(comch_control, server_stop_moves_the_client_out_of_running) {
   EXPECT_EQ(p.cli.get_connection(), nullptr);
 }
 
-// A peer that speaks the framing by hand, to break the protocol on purpose.
-struct raw_peer {
-  explicit raw_peer(const std::string& socket) : fd(internal::connect_abstract(socket)) {}
-  ~raw_peer() { internal::close_fd(fd); }
-  void send_frame(uint16_t type, std::span<const uint8_t> payload, uint32_t declared_length) {
-    uint8_t header[internal::frame_header_size];
-    internal::encode_header(header, {declared_length, type, 0});
-    ASSERT_EQ(write(fd, header, sizeof(header)), ssize_t(sizeof(header)));
-    if (!payload.empty()) {
-      ASSERT_EQ(write(fd, payload.data(), payload.size()), ssize_t(payload.size()));
-    }
-  }
-  void hello() {
-    std::vector<uint8_t> p;
-    byte_writer w(p);
-    w.u32(internal::protocol_version);
-    w.u32(default_max_msg_size);
-    send_frame(uint16_t(internal::frame_type::hello), p, uint32_t(p.size()));
-  }
-  // Progresses `engine` until the server has closed its end (after sending whatever it had).
-  bool closed_by_server(core::progress_engine& engine) {
-    auto deadline = std::chrono::steady_clock::now() + wait_limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      engine.progress();
-      pollfd pfd{fd, POLLIN, 0};
-      if (::poll(&pfd, 1, 10) == 1) {
-        uint8_t buf[256];
-        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
-      }
-    }
-    return false;
-  }
-  int fd;
-};
-
 TEST(comch_control, oversize_frame_from_a_peer_drops_its_connection) {
   channel_pair p(channel_name(), /*server_max=*/256);
   p.connect();
@@ -458,9 +430,9 @@ TEST(comch_control, oversize_frame_from_a_peer_drops_its_connection) {
   rogue.hello();
   ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
   // Declares 1 MiB; the server must not wait for (or buffer) it.
-  rogue.send_frame(uint16_t(internal::frame_type::message), {}, 1u << 20);
+  ASSERT_TRUE(rogue.send_frame(uint16_t(internal::frame_type::message), {}, 1u << 20));
   ASSERT_TRUE(p.run([&] { return p.disconnects == 1; }));
-  EXPECT_TRUE(rogue.closed_by_server(p.engine));
+  EXPECT_TRUE(rogue.closed_by_server(p.engine, wait_limit));
   // The well-behaved client is unaffected.
   EXPECT_EQ(p.cli.state(), context_state::running);
   send_task* t = p.cli.allocate_send(bytes_of("still here"));
@@ -474,14 +446,14 @@ TEST(comch_control, unknown_frames_and_skipped_handshakes_drop_the_peer) {
   p.connect();
   {
     raw_peer no_hello(p.srv.socket_name());
-    no_hello.send_frame(uint16_t(internal::frame_type::message), bytes_of("hi"), 2);
-    EXPECT_TRUE(no_hello.closed_by_server(p.engine));
+    ASSERT_TRUE(no_hello.send_frame(uint16_t(internal::frame_type::message), bytes_of("hi"), 2));
+    EXPECT_TRUE(no_hello.closed_by_server(p.engine, wait_limit));
   }
   {
     raw_peer garbage(p.srv.socket_name());
     garbage.hello();
     ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
-    garbage.send_frame(0x7777, bytes_of("??"), 2);
+    ASSERT_TRUE(garbage.send_frame(0x7777, bytes_of("??"), 2));
     ASSERT_TRUE(p.run([&] { return p.disconnects == 1; }));
   }
   EXPECT_EQ(p.connected.size(), 1u);
@@ -497,7 +469,8 @@ TEST(comch_control, peer_speaking_another_protocol_version_is_refused) {
   byte_writer w(hello);
   w.u32(internal::protocol_version + 1);
   w.u32(default_max_msg_size);
-  future.send_frame(uint16_t(internal::frame_type::hello), hello, uint32_t(hello.size()));
+  ASSERT_TRUE(
+      future.send_frame(uint16_t(internal::frame_type::hello), hello, uint32_t(hello.size())));
   ASSERT_TRUE(p.run([&] { return p.srv.refused_peers() == 1; }));
   // The refusal says why before the server closes.
   uint8_t frame[256];
@@ -569,6 +542,219 @@ TEST(comch_control, bad_configuration_is_rejected) {
   EXPECT_EQ(
       code_of([&] { client c(engine, {.name = "x", .max_msg_size = max_msg_size_limit + 1}); }),
       status::bad_config);
+}
+
+// ---- hostile peers: resources ------------------------------------------------------------------
+
+size_t open_descriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t total = 0, resident = 0;
+  statm >> total >> resident;
+  return resident * size_t(sysconf(_SC_PAGESIZE));
+}
+
+// Three fresh eventfds, closed again when it goes: what a hostile peer passes around.
+struct three_descriptors {
+  three_descriptors() {
+    for (int& fd : fds) fd = internal::make_doorbell();
+  }
+  ~three_descriptors() {
+    for (int fd : fds) internal::close_fd(fd);
+  }
+  int fds[3];
+};
+
+TEST(comch_control, descriptors_that_no_frame_declares_drop_the_peer) {
+  channel_pair p;
+  p.connect();
+  raw_peer rogue(p.srv.socket_name());
+  ASSERT_TRUE(rogue.hello());
+  ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
+  const size_t before = open_descriptors();
+  // Empty messages that each smuggle three descriptors their header does not declare: kept
+  // forever, they would exhaust the server's descriptor table.
+  for (int i = 0; i < 64; ++i) {
+    three_descriptors smuggled;
+    if (!rogue.send_frame(uint16_t(internal::frame_type::message), {}, 0, smuggled.fds, 0)) break;
+  }
+  ASSERT_TRUE(p.run([&] { return p.disconnects == 1; }));
+  EXPECT_LE(open_descriptors(), before) << "smuggled descriptors are still open";
+  EXPECT_EQ(p.cli.state(), context_state::running);
+  p.stop_all();
+}
+
+TEST(comch_control, descriptors_piling_up_inside_one_frame_drop_the_peer) {
+  channel_pair p;
+  p.connect();
+  raw_peer rogue(p.srv.socket_name());
+  ASSERT_TRUE(rogue.hello());
+  ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
+  const size_t before = open_descriptors();
+  // One message frame announced, then trickled in 8-byte pieces that each bring descriptors.
+  ASSERT_TRUE(rogue.send_frame(uint16_t(internal::frame_type::message), {}, 4000));
+  const uint8_t piece[8] = {};
+  for (int i = 0; i < 64; ++i) {
+    three_descriptors smuggled;
+    iovec iov{const_cast<uint8_t*>(piece), sizeof(piece)};
+    if (internal::send_with_fds(rogue.fd, &iov, 1, smuggled.fds) != ssize_t(sizeof(piece))) break;
+  }
+  ASSERT_TRUE(p.run([&] { return p.disconnects == 1; }));
+  EXPECT_LE(open_descriptors(), before) << "smuggled descriptors are still open";
+  p.stop_all();
+}
+
+TEST(comch_control, consumer_announcements_beyond_the_limit_are_refused) {
+  channel_pair p;
+  p.connect();
+  raw_peer rogue(p.srv.socket_name());
+  ASSERT_TRUE(rogue.hello());
+  ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
+  std::shared_ptr<core::memory_map> memory = core::memory_map::allocate(
+      4096, core::access::local_read_write | core::access::pci_read_write);
+  for (uint32_t id = 1; id <= max_peer_consumers + 8; ++id) {
+    fake_consumer c(id, 2, memory);  // its descriptors travel as copies; ours close right away
+    ASSERT_TRUE(c.announce(rogue)) << id;
+    // Bounded by what the server reads: wait for it now and then rather than filling the socket.
+    if (id % 64 == 0) {
+      ASSERT_TRUE(rogue.message("sync"));
+      ASSERT_TRUE(p.run([&] { return p.server_got.size() == id / 64; }));
+    }
+  }
+  ASSERT_TRUE(rogue.message("done"));
+  ASSERT_TRUE(p.run([&] { return !p.server_got.empty() && p.server_got.back() == "done"; }));
+  EXPECT_EQ(p.consumers.size(), size_t(max_peer_consumers));
+  EXPECT_EQ(p.connected.size(), 2u) << "a refused announcement is not a reason to drop the peer";
+  p.stop_all();
+}
+
+TEST(comch_control, a_second_consumer_with_the_same_id_is_refused_and_the_first_kept) {
+  channel_pair p;
+  p.connect();
+  raw_peer rogue(p.srv.socket_name());
+  ASSERT_TRUE(rogue.hello());
+  ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
+  connection& to_rogue = *p.connected[1];
+  fake_consumer first(5, 2, 4096), impostor(5, 2, 4096);
+  first.post(0, 0, 64);
+  impostor.post(0, 0, 64);
+  ASSERT_TRUE(first.announce(rogue));
+  ASSERT_TRUE(impostor.announce(rogue));
+  ASSERT_TRUE(rogue.message("done"));
+  ASSERT_TRUE(p.run([&] { return p.server_got.size() == 1; }));
+  EXPECT_EQ(p.consumers, std::vector<uint32_t>{5});
+
+  // A producer's send to id 5 goes to the first queue announced under it.
+  buffer_set tx_mem(1, 64, core::access::local_read_write);
+  int sent = 0;
+  producer tx(p.engine, to_rogue, {.send_tasks = 1, .on_send_done = [&](producer_send_task& t) {
+                                     ++sent;
+                                     t.free();
+                                   }});
+  ASSERT_EQ(tx.start(), status::success);
+  fill(*tx_mem.buffers[0], "to the first");
+  ASSERT_EQ(tx.submit(*tx.allocate_send(*tx_mem.buffers[0], 5)), status::success);
+  ASSERT_TRUE(p.run([&] { return sent == 1; }));
+  EXPECT_EQ(first.slot(0).seq.load(), 2u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(first.buffers().data()), 12), "to the first");
+  EXPECT_EQ(impostor.slot(0).seq.load(), 1u) << "the impostor's buffer was filled";
+  tx.stop();
+  ASSERT_TRUE(p.run([&] { return tx.state() == context_state::idle; }));
+  p.stop_all();
+}
+
+TEST(comch_control, peers_that_never_finish_the_handshake_get_no_receive_buffer) {
+  // The largest max_msg_size: a receive buffer for it, allocated per accepted socket before the
+  // peer has said anything, is 16 MiB a silent peer could make the server touch.
+  channel_pair p(channel_name(), max_msg_size_limit, max_msg_size_limit);
+  p.connect();
+  constexpr int silent = 8;
+  const size_t before = resident_bytes();
+  std::vector<std::unique_ptr<raw_peer>> peers;
+  for (int i = 0; i < silent; ++i) {
+    peers.push_back(std::make_unique<raw_peer>(p.srv.socket_name()));
+    ASSERT_GE(peers.back()->fd, 0);
+  }
+  // One that does say hello, after them: once it is connected, the server has accepted them all.
+  raw_peer talker(p.srv.socket_name());
+  ASSERT_TRUE(talker.hello());
+  ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
+  EXPECT_LT(resident_bytes() - before, size_t(max_msg_size_limit))
+      << "receive buffers were allocated for peers that never said hello";
+  p.stop_all();
+}
+
+TEST(comch_control, a_dropped_connection_leaves_the_poll_set_even_if_its_socket_lives_on) {
+  channel_pair p;
+  p.connect();
+  raw_peer rogue(p.srv.socket_name());
+  ASSERT_TRUE(rogue.hello());
+  ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
+  // A child forked now holds a copy of every descriptor, the server's end of this connection
+  // included, as the child of a real program does between fork and exec.
+  int hold[2];
+  ASSERT_EQ(pipe(hold), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(rogue.fd);
+    close(hold[1]);
+    pollfd until_released{hold[0], POLLIN, 0};
+    ::poll(&until_released, 1, int(std::chrono::milliseconds(wait_limit).count()));
+    _exit(0);
+  }
+  close(hold[0]);
+  ASSERT_TRUE(rogue.send_frame(0x7777, {}, 0));  // the server drops it and closes its end...
+  ASSERT_TRUE(p.run([&] { return p.disconnects == 1; }));
+  internal::close_fd(rogue.fd);  // ...then the peer hangs up
+  rogue.fd = -1;
+  p.engine.progress();
+  // The socket is still open in the child. Left in the epoll set, its hang-up would be reported
+  // there on every poll, for a connection the server has freed.
+  pollfd ready{p.srv.wait_fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&ready, 1, 100), 0) << "the server still polls the dropped socket";
+  close(hold[1]);
+  int st = 0;
+  const auto deadline = std::chrono::steady_clock::now() + wait_limit;
+  while (waitpid(child, &st, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  p.stop_all();
+}
+
+TEST(comch_control, a_stopped_server_leaves_its_listener_out_of_the_poll_set) {
+  core::progress_engine engine(core::poll_mode::event);
+  server srv(engine, {.name = channel_name()});
+  ASSERT_EQ(srv.start(), status::success);
+  // A child holding a copy of the listening socket, as above, keeps it listening after the
+  // server has closed its own.
+  int hold[2];
+  ASSERT_EQ(pipe(hold), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(hold[1]);
+    pollfd until_released{hold[0], POLLIN, 0};
+    ::poll(&until_released, 1, int(std::chrono::milliseconds(wait_limit).count()));
+    _exit(0);
+  }
+  close(hold[0]);
+  srv.stop();
+  ASSERT_TRUE(engine.run_until([&] { return srv.state() == context_state::idle; }, wait_limit));
+  const int knocking = internal::connect_abstract(srv.socket_name());  // queued on the child's copy
+  EXPECT_GE(knocking, 0);
+  pollfd ready{srv.wait_fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&ready, 1, 100), 0) << "the stopped server still polls its listener";
+  internal::close_fd(knocking);
+  close(hold[1]);
+  int st = 0;
+  const auto deadline = std::chrono::steady_clock::now() + wait_limit;
+  while (waitpid(child, &st, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // Cross-process cases fork a child; every wait on a child or a pipe is bounded.
 #include "core/memory_map.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -495,7 +496,8 @@ TEST(memory_map, read_only_pci_export_is_imported_read_only) {
   auto exporter = memory_map::allocate(map_size, access::local_read_write | access::pci_read_only);
   exporter->data()[7] = 0x77;
   auto importer = memory_map::import_pci(exporter->export_pci());
-  EXPECT_EQ(importer->permissions(), access::local_read_write | access::pci_read_only);
+  // The exporter may write its own memory; the importer's mapping may not.
+  EXPECT_EQ(importer->permissions(), access::pci_read_only);
   EXPECT_FALSE(has(importer->permissions(), access::pci_read_write));
   EXPECT_EQ(importer->data()[7], 0x77);
   exporter->data()[8] = 0x88;
@@ -513,6 +515,53 @@ TEST(memory_map, read_only_pci_export_is_imported_read_only) {
   ASSERT_TRUE(st.has_value()) << "child did not end";
   EXPECT_TRUE(WIFSIGNALED(*st) && WTERMSIG(*st) == SIGSEGV) << "wait status " << *st;
   EXPECT_EQ(exporter->data()[0], 0);
+}
+
+TEST(memory_map, read_only_pci_import_keeps_no_write_right_to_pass_on) {
+  auto exporter =
+      memory_map::allocate(map_size, access::local_read_write | access::pci_read_only | rdma_all);
+  auto importer = memory_map::import_pci(exporter->export_pci());
+  EXPECT_EQ(importer->permissions(), access::pci_read_only | access::rdma_read);
+  for (access write :
+       {access::local_read_write, access::rdma_write, access::rdma_atomic, access::pci_read_write})
+    EXPECT_FALSE(has(importer->permissions(), write)) << static_cast<uint32_t>(write);
+
+  // Re-exported for RDMA, the read-only mapping serves reads and refuses writes and atomics:
+  // a remote write would otherwise land on a read-only page and kill this process.
+  auto remote = memory_map::import_rdma(importer->export_rdma());
+  EXPECT_FALSE(has(remote->permissions(), access::rdma_write));
+  EXPECT_FALSE(has(remote->permissions(), access::rdma_atomic));
+  const remote_region& r = remote->remote();
+  export_table::claim claim;
+  EXPECT_EQ(export_table::acquire(r.export_id, r.key, 0, 8, access::rdma_write, claim),
+            status::not_permitted);
+  EXPECT_EQ(export_table::acquire(r.export_id, r.key, 0, 8, access::rdma_atomic, claim),
+            status::not_permitted);
+  EXPECT_FALSE(claim);
+  ASSERT_EQ(export_table::acquire(r.export_id, r.key, 0, 8, access::rdma_read, claim),
+            status::success);
+  EXPECT_EQ(claim.data(), importer->data());
+}
+
+TEST(memory_map, pci_export_seals_cannot_be_changed_by_an_importer) {
+  auto exporter = memory_map::allocate(4096, access::local_read_write | access::pci_read_write);
+  const auto payload = payload_of(exporter->export_pci(), blob_kind::pci_memory);
+  // What a same-user importer can open: the exporter's memfd, writable, through /proc.
+  const std::string path =
+      "/proc/self/fd/" + std::to_string(load_be32(payload.data() + pci_fd_offset));
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const int seals = fcntl(fd, F_GET_SEALS);
+  EXPECT_NE(seals & F_SEAL_SEAL, 0);
+  EXPECT_NE(seals & F_SEAL_SHRINK, 0);
+  EXPECT_NE(seals & F_SEAL_GROW, 0);
+  // Adding F_SEAL_FUTURE_WRITE would lock every later importer out of writing.
+  EXPECT_NE(fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), 0);
+  EXPECT_EQ(errno, EPERM);
+  close(fd);
+  auto importer = memory_map::import_pci(exporter->export_pci());
+  importer->data()[0] = 1;
+  EXPECT_EQ(exporter->data()[0], 1);
 }
 
 TEST(memory_map, pci_export_without_pci_access_is_not_permitted) {
