@@ -163,7 +163,7 @@ void context::connect(std::span<const uint8_t> remote_blob) {
   }
   peer_slot_ = peer.slot;
   peer_nonce_ = peer.nonce;
-  worker_->bind(slot_, ep_);
+  worker_->bind(slot_, ep_, peer.worker_address);
   // Another process on this host: watch it directly (a peer in this process dies with us).
   peer_process_.close();
   peer_pid_ = peer.process.pid;
@@ -179,14 +179,19 @@ void context::connect(std::span<const uint8_t> remote_blob) {
 void context::close_endpoint(bool tell_peer) noexcept {
   peer_process_.close();
   if (ep_ == nullptr) return;
+  // From here on nothing of ours may be sent on this endpoint: replies queued for it, or queued by
+  // callbacks that UCX runs while it closes, are dropped unsent.
+  ucp_ep_h ep = ep_;
+  ep_ = nullptr;
   worker_->bind(slot_, nullptr);
-  if (tell_peer) worker_->say_goodbye(ep_, peer_slot_, peer_nonce_, goodbye_timeout);
+  worker_->forget_endpoint(ep);
+  if (tell_peer) worker_->say_goodbye(ep, peer_slot_, peer_nonce_, goodbye_timeout);
   // Force: pending sends are purged (their callbacks run with an error), so nothing of ours goes
   // out after this point.
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  ucs_status_ptr_t req = ucp_ep_close_nbx(ep_, &param);
+  ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &param);
   if (UCS_PTR_IS_PTR(req)) {
     auto give_up = steady_clock::now() + close_timeout;
     while (ucp_request_check_status(req) == UCS_INPROGRESS && steady_clock::now() < give_up)
@@ -194,7 +199,7 @@ void context::close_endpoint(bool tell_peer) noexcept {
     // Freeing an unfinished close request is allowed: UCX releases it when the close ends.
     ucp_request_free(req);
   }
-  ep_ = nullptr;
+  worker_->forget_endpoint(ep);
 }
 
 }  // namespace zc::rdma

@@ -129,6 +129,10 @@ int context::on_write(const wire_header& h, void* data, size_t length, bool rend
   // The claim rides with a worker-owned record until UCX has written the bytes: the export
   // cannot be unmapped under the transfer, and the record outlives this context if need be.
   internal::reply* r = worker_->new_reply();
+  if (r == nullptr) {
+    ack_op(h, status::no_memory, 0);  // fails the connection (see send_reply)
+    return UCS_OK;
+  }
   r->worker = worker_.get();
   r->owner_slot = slot_;
   r->owner_nonce = nonce_;
@@ -179,6 +183,11 @@ void context::on_read(const wire_header& h) {
   }
   // The claim rides with the reply until UCX has sent the bytes.
   internal::reply* r = worker_->new_reply();
+  if (r == nullptr) {
+    reply.status = static_cast<uint32_t>(status::no_memory);
+    send_reply(reply, internal::short_header_size, nullptr, 0);  // fails the connection
+    return;
+  }
   const uint8_t* src = claim.data();
   r->claim = std::move(claim);
   send_reply(reply, internal::short_header_size, src, h.length, r);

@@ -53,6 +53,13 @@ int context::on_message(const wire_header& h, void* data, size_t length, bool re
 void context::send_reply(wire_header& h, size_t header_length, const void* data, size_t length,
                          internal::reply* r) {
   if (r == nullptr) r = worker_->new_reply();
+  if (r == nullptr) {
+    ZC_SDK_LOG_ERROR(
+        "rdma: too many replies outstanding; the peer floods us: failing the "
+        "connection");
+    note_failure(status::no_memory);
+    return;
+  }
   r->header = h;
   r->header.dst_context = peer_slot_;
   r->header.dst_nonce = peer_nonce_;
@@ -104,8 +111,11 @@ int context::receive_rendezvous(task& t, void* data, void* dst, size_t length) n
   ++rendezvous_in_flight_;
   ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_->handle(), data, dst, length, &param);
   if (UCS_PTR_IS_ERR(req)) {
+    // A failed receive has still started: UCX keeps the descriptor until it is released, and
+    // only then lets the sender go.
+    ucp_am_data_release(worker_->handle(), data);
     rendezvous_done(t, UCS_PTR_STATUS(req));
-    return UCS_OK;  // not taken: UCX releases the payload
+    return UCS_INPROGRESS;
   }
   if (req == nullptr) {
     rendezvous_done(t, UCS_OK);

@@ -70,9 +70,11 @@ status context::post(task& t, size_t header_length, const void* data, size_t len
 void context::send_done(task& t, int ucs_status) noexcept {
   if (unsent_ > 0) --unsent_;
   if (ucs_status != UCS_OK && (sends_.contains(t) || ops_.contains(t))) {
-    // The message never left: no reply will come. The endpoint is failing; its error callback
-    // fails the rest.
+    // The message never left: no reply will come, and the sequence of our sends now has a hole
+    // the peer would take for a protocol violation. The connection cannot go on.
     finish(t, from_ucs(ucs_status));
+    note_failure(from_ucs(ucs_status) == status::shutdown ? status::connection_reset
+                                                          : from_ucs(ucs_status));
     return;
   }
   release_if_unreferenced(t);

@@ -47,6 +47,10 @@ const bool mm_error_handling_set = [] {
   return true;
 }();
 
+// Replies (acks, read data) out at once on one worker: bounds what a peer flooding us with
+// requests can make us hold (each may pin an export claim until UCX has sent it).
+constexpr size_t max_replies = 16384;
+
 uint32_t random_nonce() {
   uint32_t v = 0;
   while (v == 0) {
@@ -172,12 +176,14 @@ uint32_t ucx_worker::add(context& ctx, uint32_t& nonce) {
       slots_[i] = &ctx;
       nonces_[i] = nonce;
       endpoints_[i] = nullptr;
+      peer_addresses_[i].clear();
       return i;
     }
   }
   slots_.push_back(&ctx);
   nonces_.push_back(nonce);
   endpoints_.push_back(nullptr);
+  peer_addresses_.emplace_back();
   return static_cast<uint32_t>(slots_.size() - 1);
 }
 
@@ -196,15 +202,34 @@ void ucx_worker::remove(uint32_t slot) noexcept {
   slots_[slot] = nullptr;
   nonces_[slot] = 0;  // never a valid nonce: late traffic for the slot is dropped
   endpoints_[slot] = nullptr;
+  peer_addresses_[slot].clear();
 }
 
-void ucx_worker::bind(uint32_t slot, ucp_ep_h ep) noexcept {
-  if (slot < endpoints_.size()) endpoints_[slot] = ep;
+void ucx_worker::bind(uint32_t slot, ucp_ep_h ep, std::span<const uint8_t> peer_address) {
+  if (slot >= endpoints_.size()) return;
+  endpoints_[slot] = ep;
+  peer_addresses_[slot].assign(peer_address.begin(), peer_address.end());
+}
+
+bool ucx_worker::accepts(uint32_t slot, ucp_ep_h through) const noexcept {
+  if (through == nullptr || endpoints_[slot] == nullptr) return false;
+  if (through == endpoints_[slot]) return true;
+  // Paired by UCX with another context's endpoint: fine if that one leads to the same worker.
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    if (endpoints_[i] == through) return peer_addresses_[i] == peer_addresses_[slot];
+  }
+  return false;
+}
+
+void ucx_worker::forget_endpoint(ucp_ep_h ep) noexcept {
+  for (reply* r = queue_head_; r != nullptr; r = r->next)
+    if (r->ep == ep) r->ep = nullptr;  // released, unsent, by send_queued()
 }
 
 reply* ucx_worker::new_reply() {
   // Grows only up to the peak number of replies in flight; steady state allocates nothing.
   if (free_replies_.empty()) {
+    if (replies_.size() >= max_replies) return nullptr;
     replies_.push_back(std::make_unique<reply>());
     return replies_.back().get();
   }
@@ -304,6 +329,9 @@ void ucx_worker::receive_write(reply* r, void* data, void* dst, size_t length) n
   param.cb.recv_am = &on_write_landed;
   param.user_data = r;
   ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_, data, dst, length, &param);
+  // A failed receive has still started: UCX keeps the descriptor until it is released, and only
+  // then lets the sender go.
+  if (UCS_PTR_IS_ERR(req)) ucp_am_data_release(worker_, data);
   if (req == nullptr || UCS_PTR_IS_ERR(req)) {
     context* owner = find(r->owner_slot, r->owner_nonce);
     ucs_status_t s = req == nullptr ? UCS_OK : UCS_PTR_STATUS(req);
@@ -319,6 +347,7 @@ void ucx_worker::say_goodbye(ucp_ep_h ep, uint32_t peer_slot, uint32_t peer_nonc
                              std::chrono::milliseconds timeout) noexcept {
   // The header lives in a worker-owned record until UCX is done with it, whatever the wait.
   reply* r = new_reply();
+  if (r == nullptr) return;
   r->header = {};
   r->header.dst_context = peer_slot;
   r->header.dst_nonce = peer_nonce;
@@ -358,9 +387,13 @@ ucs_status_t ucx_worker::on_message(void* arg, const void* header, size_t header
   // Only the peer this context connected to may address it: the message must have come through
   // the context's own endpoint.
   const bool has_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0;
-  if (!has_ep || param->reply_ep == nullptr || param->reply_ep != self->endpoints_[h.dst_context]) {
-    ZC_SDK_LOG_WARN("rdma: dropped op {} for context {} from an endpoint not its own",
-                    static_cast<int>(h.code), h.dst_context);
+  if (!has_ep || !self->accepts(h.dst_context, param->reply_ep)) {
+    // Warned once: a sender must not be able to flood the log.
+    if (!self->warned_foreign_) {
+      self->warned_foreign_ = true;
+      ZC_SDK_LOG_WARN("rdma: dropped op {} for context {} from an endpoint not its peer's",
+                      static_cast<int>(h.code), h.dst_context);
+    }
     return UCS_OK;
   }
   return static_cast<ucs_status_t>(context_hooks::on_message(*target, h, data, length, rendezvous));

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/device.hpp"
@@ -60,13 +61,18 @@ class ucx_worker final : public core::event_source {
   uint32_t add(context& ctx, uint32_t& nonce);
   uint32_t renew_nonce(uint32_t slot);
   void remove(uint32_t slot) noexcept;
-  // The endpoint a context's peer messages must arrive through (nullptr: none accepted).
-  void bind(uint32_t slot, ucp_ep_h ep) noexcept;
+  // The endpoint a context created to its peer's worker (nullptr: none; nothing accepted).
+  // UCX pairs the endpoints of two workers by creation order, not by blob, so a message for a
+  // context may arrive through another endpoint to the same peer worker: accepted only then.
+  void bind(uint32_t slot, ucp_ep_h ep, std::span<const uint8_t> peer_address = {});
+  // Drops queued replies on an endpoint that is being closed (never sent on a closed handle).
+  void forget_endpoint(ucp_ep_h ep) noexcept;
   // The context in `slot` if it is still the one with `nonce`.
   context* find(uint32_t slot, uint32_t nonce) const noexcept {
     return slot < slots_.size() && nonces_[slot] == nonce ? slots_[slot] : nullptr;
   }
 
+  // nullptr when max_replies are out (a peer flooding us with requests).
   reply* new_reply();
   void release(reply* r) noexcept;
   // Sends after the current progress pass, in queue order (acks stay behind earlier nacks).
@@ -85,6 +91,7 @@ class ucx_worker final : public core::event_source {
   bool arm() override;
 
  private:
+  bool accepts(uint32_t slot, ucp_ep_h through) const noexcept;
   static ucs_status_t on_message(void* arg, const void* header, size_t header_length, void* data,
                                  size_t length, const ucp_am_recv_param_t* param);
   size_t send_queued();
@@ -97,6 +104,8 @@ class ucx_worker final : public core::event_source {
   std::vector<context*> slots_;
   std::vector<uint32_t> nonces_;
   std::vector<ucp_ep_h> endpoints_;
+  std::vector<std::vector<uint8_t>> peer_addresses_;  // per slot: the peer worker's address
+  bool warned_foreign_ = false;
   std::vector<std::unique_ptr<reply>> replies_;
   std::vector<reply*> free_replies_;
   std::vector<reply*> in_flight_replies_;

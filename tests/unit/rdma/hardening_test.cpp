@@ -38,8 +38,9 @@ TEST_P(rdma_pair, timed_out_write_sends_nothing_afterwards) {
 }
 
 TEST_P(rdma_pair, write_completes_only_once_the_bytes_are_in_place) {
+  a.task_timeout = 10s;  // longer than the stall: the write must wait for b, not give up
   connect();
-  std::thread stall = b.stall(800ms);
+  std::thread stall = b.stall(3000ms);
   a.thread.call([&] {
     std::memset(a.region(), 0x5C, 4096);
     a.submit<write_task>(0, [&](write_task& w) {
@@ -118,6 +119,67 @@ TEST_P(rdma_pair, sync_event_set_needs_a_local_source) {
     t->set(*event, *a.remote_buffer(*a.remote, 0, 8));
     EXPECT_EQ(a.ctx->submit(*t), status::invalid_value);
     t->free();
+  });
+}
+
+// UCX pairs the endpoints between two workers by creation order, not by blob: two connections
+// between the same two engines, made in opposite orders on the two sides, must both work.
+TEST_P(rdma_pair, connections_made_in_opposite_orders_both_carry_their_messages) {
+  connect();  // a.ctx <-> b.ctx, created first on both sides
+  std::unique_ptr<context> a2, b2;
+  int a2_done = 0, b2_done = 0;
+  auto make = [&](side& s, std::unique_ptr<context>& c, int& done) {
+    return s.thread.call([&] {
+      c = std::make_unique<context>(s.thread.engine(), core::device::open(GetParam()));
+      c->configure<receive_task>(
+          4, [&](receive_task&) { ++done; }, [](receive_task&) {});
+      c->configure<send_task>(
+          4, [&](send_task&) { ++done; }, [](send_task&) {});
+      EXPECT_EQ(c->start(), status::success);
+      return c->export_connection();
+    });
+  };
+  auto a2_blob = make(a, a2, a2_done);
+  auto b2_blob = make(b, b2, b2_done);
+  // A third pair on the same engines: b connects it now, a only after a fourth context has
+  // taken the next endpoint on a's side.
+  std::unique_ptr<context> a3, b3;
+  int a3_done = 0, b3_done = 0;
+  auto a3_blob = make(a, a3, a3_done);
+  auto b3_blob = make(b, b3, b3_done);
+  b.thread.call([&] {
+    b2->connect(a2_blob);
+    b3->connect(a3_blob);
+  });
+  a.thread.call([&] {
+    a3->connect(b3_blob);  // opposite order on this side
+    a2->connect(b2_blob);
+  });
+  for (auto* pair : {&a2, &a3}) {
+    context& from = **pair;
+    context& to = pair == &a2 ? *b2 : *b3;
+    b.thread.call([&] {
+      receive_task* r = nullptr;
+      ASSERT_EQ(to.allocate(core::make_user_data(0), r), status::success);
+      r->set_dst(*b.local_buffer(pair == &a2 ? 0 : 4096, 64, false));
+      ASSERT_EQ(to.submit(*r), status::success);
+    });
+    a.thread.call([&] {
+      send_task* t = nullptr;
+      ASSERT_EQ(from.allocate(core::make_user_data(0), t), status::success);
+      t->set_src(*a.local_buffer(0, 64, true));
+      ASSERT_EQ(from.submit(*t), status::success);
+    });
+  }
+  EXPECT_TRUE(a.thread.wait_until([&] { return a2_done == 1 && a3_done == 1; }, 5s));
+  EXPECT_TRUE(b.thread.wait_until([&] { return b2_done == 1 && b3_done == 1; }, 5s));
+  a.thread.call([&] {
+    a2.reset();
+    a3.reset();
+  });
+  b.thread.call([&] {
+    b2.reset();
+    b3.reset();
   });
 }
 
