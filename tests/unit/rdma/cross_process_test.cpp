@@ -145,6 +145,90 @@ TEST_P(cross_process, killed_peer_fails_in_flight_tasks_before_their_deadline) {
       a.thread.wait_until([&] { return a.ctx->state() != core::context_state::running; }, 5s));
 }
 
+// Every remote task type against another process, each with a success and a refusal.
+TEST_P(cross_process, atomics_write_with_immediate_and_sync_events_across_processes) {
+  connect();
+  auto event_blob = read_file(dir_ / "peer.event");
+  std::unique_ptr<core::memory_map> event;
+  a.thread.call([&] {
+    event = core::memory_map::import_rdma(event_blob);
+    // The peer's region holds i % 251: bytes 64..71 read as one little-endian word.
+    uint64_t word = 0;
+    for (int i = 7; i >= 0; --i) word = word << 8 | static_cast<uint8_t>((64 + i) % 251);
+    a.submit<atomic_cmp_swp_task>(0, [&](atomic_cmp_swp_task& t) {
+      t.set(*a.remote_buffer(*a.remote, 64, 8), *a.local_buffer(0, 8, false), word, 1000);
+    });
+    a.submit<atomic_fetch_add_task>(1, [&](atomic_fetch_add_task& t) {
+      t.set(*a.remote_buffer(*a.remote, 3, 8), *a.local_buffer(8, 8, false), 1);  // misaligned
+    });
+    a.submit<sync_event_set_task>(0, [&](sync_event_set_task& t) {
+      uint64_t five = 5;
+      std::memcpy(a.region() + 4096, &five, 8);
+      t.set(*event, *a.local_buffer(4096, 8, true));
+    });
+  });
+  ASSERT_TRUE(a.wait_for("cmp_swp", 1)) << peer_->output();
+  ASSERT_TRUE(a.wait_for("fetch_add", 1));
+  ASSERT_TRUE(a.wait_for("event_set", 1));
+  EXPECT_EQ(a.completions("cmp_swp")[0].result, status::success);
+  EXPECT_EQ(a.completions("fetch_add")[0].result, status::invalid_value);
+  EXPECT_EQ(a.completions("event_set")[0].result, status::success);
+  a.thread.call([&] {
+    a.submit<atomic_fetch_add_task>(0, [&](atomic_fetch_add_task& t) {
+      t.set(*a.remote_buffer(*a.remote, 64, 8), *a.local_buffer(16, 8, false), 24);
+    });
+    a.submit<sync_event_add_task>(
+        0, [&](sync_event_add_task& t) { t.set(*event, *a.local_buffer(24, 8, false), 3); });
+    a.submit<receive_task>(
+        0, [&](receive_task& r) { r.set_dst(*a.local_buffer(65536, 4096, false)); });
+    std::memset(a.region() + 8192, 0x3C, 512);
+    a.submit<write_imm_task>(0, [&](write_imm_task& t) {
+      t.set(*a.local_buffer(8192, 512, true), *a.remote_target(*a.remote, 8192, 512));
+      t.set_immediate_data(99);
+    });
+    write_imm_task* past_end = nullptr;  // does not fit after its destination: refused at once
+    ASSERT_EQ(a.ctx->allocate(core::make_user_data(1), past_end), status::success);
+    past_end->set(*a.local_buffer(8192, 512, true),
+                  *a.remote_target(*a.remote, region_size - 256, 256));
+    EXPECT_EQ(a.ctx->submit(*past_end), status::invalid_value);
+    past_end->free();
+  });
+  ASSERT_TRUE(a.wait_for("fetch_add", 2));
+  ASSERT_TRUE(a.wait_for("event_add", 1));
+  ASSERT_TRUE(a.wait_for("write_imm", 1));
+  ASSERT_TRUE(a.wait_for("receive", 1)) << peer_->output();  // the peer echoes what it received
+  a.thread.call([&] {
+    uint64_t old = 0;
+    std::memcpy(&old, a.region() + 16, 8);
+    EXPECT_EQ(old, 1000u);  // the swap landed
+    std::memcpy(&old, a.region() + 24, 8);
+    EXPECT_EQ(old, 5u);  // the set landed before the add
+  });
+  EXPECT_EQ(a.completions("event_add")[0].result, status::success);
+  auto writes = a.completions("write_imm");
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_EQ(writes[0].result, status::success);
+  a.thread.call([&] {
+    sync_event_get_task* g = nullptr;
+    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), g), status::success);
+    g->set(*event, *a.local_buffer(32, 8, false));
+    ASSERT_EQ(a.ctx->submit(*g), status::success);
+    read_task* r = nullptr;
+    ASSERT_EQ(a.ctx->allocate(core::make_user_data(0), r), status::success);
+    r->set(*a.remote_buffer(*a.remote, 8192, 512), *a.local_buffer(16384, 512, false));
+    ASSERT_EQ(a.ctx->submit(*r), status::success);
+  });
+  ASSERT_TRUE(a.wait_for("event_get", 1));
+  ASSERT_TRUE(a.wait_for("read", 1));
+  a.thread.call([&] {
+    uint64_t value = 0;
+    std::memcpy(&value, a.region() + 32, 8);
+    EXPECT_EQ(value, 8u);
+    EXPECT_EQ(std::memcmp(a.region() + 16384, a.region() + 8192, 512), 0);
+    event.reset();
+  });
+}
+
 // The same with the pidfd watch off: what finds the dead peer is UCX itself, through the socket
 // error on tcp. On shared memory UCX 1.13 reports nothing within 15 s here (keepalive at 1 s,
 // event or busy polling, peer reaped): that is why same-host peers are watched through a pidfd.

@@ -1,6 +1,7 @@
 // Peer program for the cross-process rdma tests: `zc_rdma_rdma_peer DEVICE DIR`.
-// Exports 1 MiB of memory (guard bytes around it) and an rdma context whose posted receives echo
-// every message back; writes its blobs to DIR/peer.conn and DIR/peer.mem, connects to
+// Exports 1 MiB of memory (guard bytes around it), a sync event, and an rdma context whose posted
+// receives echo every message back; writes its blobs to DIR/peer.conn, DIR/peer.mem and
+// DIR/peer.event, connects to
 // DIR/test.conn, serves until SIGTERM or until the connection ends, then says whether the guard
 // bytes are intact.
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "core/buffer.hpp"
 #include "core/log.hpp"
 #include "core/memory_map.hpp"
+#include "core/sync_event.hpp"
 #include "core/thread.hpp"
 #include "rdma/context.hpp"
 
@@ -79,6 +81,8 @@ int main(int argc, char** argv) {
       [](rdma::receive_task& r) { r.free(); });
   ctx.start();
   write_file(dir / "peer.conn", ctx.export_connection());
+  core::sync_event event(0);
+  write_file(dir / "peer.event", event.export_remote());
   write_file(dir / "peer.mem", map->export_rdma());
 
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -95,10 +99,17 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < receives; ++i) {
     rdma::receive_task* r = nullptr;
     core::buffer* b = nullptr;
-    inventory.get_by_addr(*message_map, messages.data() + i * 65536, 65536, b);
-    ctx.allocate(core::make_user_data(i), r);
+    if (inventory.get_by_addr(*message_map, messages.data() + i * 65536, 65536, b) !=
+            status::success ||
+        ctx.allocate(core::make_user_data(i), r) != status::success) {
+      std::printf("peer: cannot post receive %u\n", i);
+      return 1;
+    }
     r->set_dst(*b);
-    ctx.submit(*r);
+    if (ctx.submit(*r) != status::success) {
+      std::printf("peer: cannot submit receive %u\n", i);
+      return 1;
+    }
   }
   std::printf("peer: connected\n");
   std::fflush(stdout);
