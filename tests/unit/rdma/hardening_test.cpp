@@ -1,7 +1,9 @@
 // The rdma layer under a slow or hostile peer: nothing leaves after a task was given up on, a
 // completion means the bytes are in place, arrival order holds for failures too, writes append as
 // DOCA's do, and a process holding a connection's blobs cannot use that connection.
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "rdma_fixture.hpp"
 
@@ -10,8 +12,30 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Messages above 16 KiB go by rendezvous in the UCX workers made while this lives (UCX reads its
+// settings when a worker is made, on the engine threads, before the test goes on), so the tests
+// below exercise rendezvous whatever UCX's own threshold for the transport.
+class rendezvous_above_16k {
+ public:
+  rendezvous_above_16k() {
+    if (const char* v = std::getenv("UCX_RNDV_THRESH")) saved_ = v;
+    setenv("UCX_RNDV_THRESH", "16k", 1);
+  }
+  ~rendezvous_above_16k() {
+    if (saved_.empty()) {
+      unsetenv("UCX_RNDV_THRESH");
+    } else {
+      setenv("UCX_RNDV_THRESH", saved_.c_str(), 1);
+    }
+  }
+
+ private:
+  std::string saved_;
+};
+
 TEST_P(rdma_pair, timed_out_write_sends_nothing_afterwards) {
   a.task_timeout = 300ms;
+  rendezvous_above_16k rendezvous;
   connect();
   constexpr size_t size = 256 * 1024;  // a rendezvous: the payload moves only when b asks for it
   std::thread stall = b.stall(2000ms);
@@ -57,7 +81,48 @@ TEST_P(rdma_pair, write_completes_only_once_the_bytes_are_in_place) {
   });
 }
 
+// A receive matched to a rendezvous whose data never comes (the sender stalls after announcing
+// it) is not left waiting forever: its deadline fails the connection.
+TEST_P(rdma_pair, a_landing_rendezvous_receive_has_a_deadline) {
+  if (GetParam() == "sm")
+    GTEST_SKIP() << "on shared memory UCX fetches rendezvous data itself (CMA), stalled sender "
+                    "or not";
+  a.task_timeout = 300ms;
+  b.task_timeout = 10s;
+  rendezvous_above_16k rendezvous;
+  connect();
+  constexpr size_t size = 256 * 1024;
+  // A first rendezvous completes normally: UCX wires up its rendezvous lanes lazily, and only
+  // then does a send announce itself at once.
+  a.thread.call([&] {
+    a.submit<receive_task>(0, [&](receive_task& r) { r.set_dst(*a.local_buffer(0, size, false)); });
+    a.submit<receive_task>(1,
+                           [&](receive_task& r) { r.set_dst(*a.local_buffer(size, size, false)); });
+  });
+  b.thread.call([&] {
+    b.submit<send_task>(0, [&](send_task& t) { t.set_src(*b.local_buffer(0, size, true)); });
+  });
+  ASSERT_TRUE(a.wait_for("receive", 1, 5s));
+  ASSERT_EQ(a.completions("receive")[0].result, status::success);
+  std::promise<void> sent;
+  std::thread sender([&] {
+    b.thread.call(
+        [&] {
+          b.submit<send_task>(0, [&](send_task& t) { t.set_src(*b.local_buffer(0, size, true)); });
+          sent.set_value();
+          std::this_thread::sleep_for(2s);  // announced, then silent
+        },
+        10s);
+  });
+  sent.get_future().wait();
+  ASSERT_TRUE(a.wait_for("receive", 2, 5s));
+  EXPECT_EQ(a.completions("receive")[1].result, status::time_out);
+  a.thread.call([&] { EXPECT_EQ(a.ctx->failure(), status::time_out); });
+  sender.join();
+}
+
 TEST_P(rdma_pair, message_too_big_completes_in_arrival_order) {
+  rendezvous_above_16k rendezvous;
   connect();
   constexpr size_t big = 128 * 1024;  // rendezvous: lands after the next message has arrived
   b.thread.call([&] {
