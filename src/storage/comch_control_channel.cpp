@@ -208,7 +208,13 @@ status comch_control_channel::send(const message& msg) {
   s.bytes.swap(scratch_);  // the slot's old buffer becomes the next scratch: no allocation
   s.done = false;
   ++count_;
-  return pump();
+  const status st = pump();
+  if (ok(st) && submitted_ < count_) {
+    // Every comch send task is taken: a progress round retires those whose bytes are in the
+    // socket (and queues whatever arrived for poll()), so sends wait only on a full socket.
+    if (auto failure = progress_once()) return failure->code;
+  }
+  return st;
 }
 
 receive_result comch_control_channel::fail(status code, std::string text, uint64_t generation) {
