@@ -14,8 +14,11 @@
 // engine has work (sockets, the comch mailbox, handshake and redial deadlines). Producers and
 // consumers may be created on connection() with their own engine, on any thread (comch's rules),
 // or on engine(): then poll() progresses them too, but wait_fd() does not wake for their
-// doorbells. Consumer events of the peer are queued by poll(): drain take_consumer_event() after
-// polling.
+// doorbells. Either way they must be idle and destroyed before the channel. A channel may be
+// handed to another thread between calls (tests build a client on one thread, use it on another).
+// Consumer events of the peer are queued by poll(): drain take_consumer_event() after polling. A
+// peer's consumer announced before a message it sent is queued by the time poll() returns that
+// message (comch sends announcements first).
 #pragma once
 
 #include <chrono>

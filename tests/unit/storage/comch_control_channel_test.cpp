@@ -497,6 +497,28 @@ TEST(comch_control_channel, consumer_events_of_the_client_surface_on_the_server)
   EXPECT_EQ(p.server.dropped_consumer_events(), 0u);
 }
 
+// The service's consumers reach the initiator the same way; the events come before the message
+// the service sends after creating them.
+TEST(comch_control_channel, consumer_events_of_the_server_surface_on_the_client) {
+  connected_pair p;
+  auto memory = core::memory_map::allocate(4096, core::access::pci_read_write);
+  comch::consumer rx(p.server.engine(), *p.server.connection(),
+                     comch::consumer_config{.buffers = memory.get(), .post_recv_tasks = 4});
+  ASSERT_EQ(rx.start(), status::success);
+  ASSERT_EQ(p.server.send(query(1)), status::success);
+  const receive_result got = wait_for(*p.client, wait_limit);
+  ASSERT_TRUE(got.msg) << got.text;
+  const std::optional<consumer_event> e = p.client->take_consumer_event();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(*e, (consumer_event{consumer_event::kind::created, rx.id()}));
+  EXPECT_FALSE(p.client->take_consumer_event());
+  ASSERT_EQ(rx.stop(), status::success);
+  const auto deadline = clock::now() + wait_limit;
+  while (rx.state() != context_state::idle && clock::now() < deadline)
+    (void)wait_for(p.server, 10ms);
+  EXPECT_EQ(rx.state(), context_state::idle);
+}
+
 TEST(comch_control_channel, a_killed_peer_process_is_connection_reset_within_a_bound) {
   const std::string name = channel_name();
   comch_control_server server("", name);
