@@ -209,9 +209,10 @@ status comch_control_channel::send(const message& msg) {
   s.done = false;
   ++count_;
   const status st = pump();
-  if (ok(st) && submitted_ < count_) {
+  if (ok(st) && submitted_ < count_ && events_.size() < comch::default_recv_queue_size) {
     // Every comch send task is taken: a progress round retires those whose bytes are in the
-    // socket (and queues whatever arrived for poll()), so sends wait only on a full socket.
+    // socket (and queues whatever arrived for poll()), so sends wait only on a full socket. Not
+    // while poll() has a round's worth of messages to hand out: that keeps the queue bounded.
     if (auto failure = progress_once()) return failure->code;
   }
   return st;
