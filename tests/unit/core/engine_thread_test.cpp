@@ -10,53 +10,7 @@
 #include <new>
 #include <thread>
 
-// The replacements below are malloc/free underneath by design; GCC sees free() on a pointer from
-// operator new once it inlines them.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
-namespace {
-
-thread_local uint64_t allocations_here = 0;
-
-void* counted_allocation(std::size_t n) noexcept {
-  ++allocations_here;
-  return std::malloc(n == 0 ? 1 : n);
-}
-
-}  // namespace
-
-void* operator new(std::size_t n) {
-  if (void* p = counted_allocation(n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-  if (void* p = counted_allocation(n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  return counted_allocation(n);
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  return counted_allocation(n);
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, const std::nothrow_t&) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, const std::nothrow_t&) noexcept {
-  std::free(p);
-}
+#include "support/allocation_counter.hpp"
 
 namespace zc::core {
 namespace {
@@ -78,10 +32,12 @@ TEST(engine_thread, idle_passes_allocate_nothing) {
   // Busy mode: the loop never sleeps, so the passes run back to back while we wait.
   constexpr int passes = 2000;
   engine_thread worker(poll_mode::busy);
-  const uint64_t before = worker.call([] { return allocations_here; }, wait_limit);
+  const uint64_t before =
+      worker.call([] { return zc::test::allocations_on_this_thread(); }, wait_limit);
   int seen = 0;  // the worker's alone until wait_until returns
   ASSERT_TRUE(worker.wait_until([&] { return ++seen >= passes; }, wait_limit));
-  const uint64_t after = worker.call([] { return allocations_here; }, wait_limit);
+  const uint64_t after =
+      worker.call([] { return zc::test::allocations_on_this_thread(); }, wait_limit);
   // What wait_until itself costs the worker (its waiter's list node, the job that adds it) is a
   // handful, whatever the number of passes.
   EXPECT_LT(after - before, uint64_t{passes / 100}) << "over " << seen << " passes";
