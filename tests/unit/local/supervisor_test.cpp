@@ -230,7 +230,8 @@ TEST(supervisor, partial_last_line_is_flushed_at_exit) {
 TEST(supervisor, partial_last_line_is_flushed_when_stopped) {
   collector out;
   supervisor sup(out.options());
-  auto c = sup.start({"c", sh("echo ready; printf 'half a line'; exec sleep 100")});
+  auto c = sup.start({"c", sh("printf 'ready\\nhalf a line'; exec sleep 100")});
+  // One printf, one write: once "ready" is here, so is the half line.
   ASSERT_TRUE(sup.wait_for_line(c, "ready", line_timeout));
   sup.stop_all(3s);
   EXPECT_EQ(out.lines, (std::vector<std::string>{"[c] ready", "[c] half a line"}));
