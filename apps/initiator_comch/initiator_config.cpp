@@ -90,13 +90,7 @@ std::optional<int> parse_config(int argc, const char* const* argv, initiator_con
                "Print IOPS and MB/s once a second on stderr (default: when stderr is a terminal)");
   if (auto code = cli.parse(argc, argv)) return code;
   out.poll_mode = cli.polling();
-  // A -d that names nothing is a bad flag: say so now, not after connecting.
-  try {
-    (void)core::device::open(out.device);
-  } catch (const status_error& e) {
-    std::cerr << program_name << ": " << e.what() << "\n";
-    return core::exit_bad_usage;
-  }
+  if (auto code = cli.check_device(out.device)) return code;
   if (auto errors = validate(out); !errors.empty()) {
     for (const auto& error : errors) std::cerr << program_name << ": " << error << "\n";
     std::cerr << program_name << ": " << invalid_config_message << "\n";

@@ -34,13 +34,7 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
   if (auto code = cli.parse(argc, argv)) return code;
   out.listen_port = static_cast<uint16_t>(port);
   out.poll_mode = cli.polling();
-  // A -d that names nothing is a bad flag: say so now, not after the target is listening.
-  try {
-    (void)core::device::open(out.device);
-  } catch (const status_error& e) {
-    std::cerr << program_name << ": " << e.what() << "\n";
-    return core::exit_bad_usage;
-  }
+  if (auto code = cli.check_device(out.device)) return code;
   if (out.binary_content.empty() && (out.block_size == 0 || out.block_count == 0)) {
     std::cerr << program_name
               << ": block-size and block-count must be non zero when binary-content is not "

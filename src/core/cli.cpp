@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/device.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
 
@@ -164,6 +165,16 @@ std::optional<int> cli::parse(int argc, const char* const* argv) {
   }
   log::set_level(log::source::app, *log::level_from_int(log_level_));
   log::set_level(log::source::sdk, *log::level_from_int(sdk_log_level_));
+  return std::nullopt;
+}
+
+std::optional<int> cli::check_device(const std::string& spec) const {
+  try {
+    (void)device::open(spec);
+  } catch (const status_error& e) {
+    std::cerr << program_name_ << ": " << e.what() << "\n";
+    return exit_bad_usage;
+  }
   return std::nullopt;
 }
 

@@ -34,6 +34,10 @@ class cli {
 
   poll_mode polling() const { return poll_mode_; }
 
+  // A -d/--device that names nothing is a bad flag: checked at parse time (one line, then
+  // exit_bad_usage), not after the program has connected or started listening.
+  std::optional<int> check_device(const std::string& spec) const;
+
   // Turns a JSON object into command-line words: {"cpu": [0, 1], "listen-port": 1234,
   // "verbose": true} -> --cpu 0 --cpu 1 --listen-port 1234 --verbose. Throws status_error
   // (invalid_value) on anything that is not an object of scalars and arrays of scalars.
