@@ -163,7 +163,7 @@ void context::connect(std::span<const uint8_t> remote_blob) {
   }
   peer_slot_ = peer.slot;
   peer_nonce_ = peer.nonce;
-  worker_->bind(slot_, ep_, peer.worker_address);
+  worker_->bind(slot_, peer_nonce_);
   // Another process on this host: watch it directly (a peer in this process dies with us).
   peer_process_.close();
   peer_pid_ = peer.process.pid;
@@ -183,9 +183,9 @@ void context::close_endpoint(bool tell_peer) noexcept {
   // callbacks that UCX runs while it closes, are dropped unsent.
   ucp_ep_h ep = ep_;
   ep_ = nullptr;
-  worker_->bind(slot_, nullptr);
+  worker_->bind(slot_, 0);
   worker_->forget_endpoint(ep);
-  if (tell_peer) worker_->say_goodbye(ep, peer_slot_, peer_nonce_, goodbye_timeout);
+  if (tell_peer) worker_->say_goodbye(ep, peer_slot_, peer_nonce_, nonce_, goodbye_timeout);
   // Force: pending sends are purged (their callbacks run with an error), so nothing of ours goes
   // out after this point.
   ucp_request_param_t param{};

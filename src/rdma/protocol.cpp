@@ -63,6 +63,7 @@ void context::send_reply(wire_header& h, size_t header_length, const void* data,
   r->header = h;
   r->header.dst_context = peer_slot_;
   r->header.dst_nonce = peer_nonce_;
+  r->header.src_nonce = nonce_;
   r->header_length = header_length;
   r->ep = ep_;
   r->data = data;

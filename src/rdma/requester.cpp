@@ -50,12 +50,9 @@ status context::check_submittable(task& t) const noexcept {
 status context::post(task& t, size_t header_length, const void* data, size_t length) noexcept {
   if (unsent_ >= max_unsent) return status::again;
   ucp_request_param_t param{};
-  param.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &internal::context_hooks::on_send_complete;
   param.user_data = &t;
-  // The receiver routes by the endpoint a message came from, which UCX only reports with this.
-  param.flags = UCP_AM_SEND_FLAG_REPLY;
   ucs_status_ptr_t req =
       ucp_am_send_nbx(ep_, internal::am_id, &t.header_, header_length, data, length, &param);
   if (UCS_PTR_IS_ERR(req)) return from_ucs(UCS_PTR_STATUS(req));
@@ -87,6 +84,7 @@ status context::post_send(task& t, task_kind kind, const core::buffer& src, uint
   h = {};
   h.dst_context = peer_slot_;
   h.dst_nonce = peer_nonce_;
+  h.src_nonce = nonce_;
   h.code = op::send;
   h.flags = flags;
   h.id = next_send_seq_;
@@ -138,6 +136,7 @@ status context::post_remote(task& t, task_kind kind, op code, const core::memory
   wire_header& h = t.header_;
   h.dst_context = peer_slot_;
   h.dst_nonce = peer_nonce_;
+  h.src_nonce = nonce_;
   h.code = code;
   h.flags = flags;
   h.status = 0;

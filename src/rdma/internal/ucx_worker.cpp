@@ -175,15 +175,13 @@ uint32_t ucx_worker::add(context& ctx, uint32_t& nonce) {
     if (slots_[i] == nullptr) {
       slots_[i] = &ctx;
       nonces_[i] = nonce;
-      endpoints_[i] = nullptr;
-      peer_addresses_[i].clear();
+      peer_nonces_[i] = 0;
       return i;
     }
   }
   slots_.push_back(&ctx);
   nonces_.push_back(nonce);
-  endpoints_.push_back(nullptr);
-  peer_addresses_.emplace_back();
+  peer_nonces_.push_back(0);
   return static_cast<uint32_t>(slots_.size() - 1);
 }
 
@@ -201,24 +199,11 @@ void ucx_worker::remove(uint32_t slot) noexcept {
     if (c == slots_[slot]) c = nullptr;
   slots_[slot] = nullptr;
   nonces_[slot] = 0;  // never a valid nonce: late traffic for the slot is dropped
-  endpoints_[slot] = nullptr;
-  peer_addresses_[slot].clear();
+  peer_nonces_[slot] = 0;
 }
 
-void ucx_worker::bind(uint32_t slot, ucp_ep_h ep, std::span<const uint8_t> peer_address) {
-  if (slot >= endpoints_.size()) return;
-  endpoints_[slot] = ep;
-  peer_addresses_[slot].assign(peer_address.begin(), peer_address.end());
-}
-
-bool ucx_worker::accepts(uint32_t slot, ucp_ep_h through) const noexcept {
-  if (through == nullptr || endpoints_[slot] == nullptr) return false;
-  if (through == endpoints_[slot]) return true;
-  // Paired by UCX with another context's endpoint: fine if that one leads to the same worker.
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
-    if (endpoints_[i] == through) return peer_addresses_[i] == peer_addresses_[slot];
-  }
-  return false;
+void ucx_worker::bind(uint32_t slot, uint32_t peer_nonce) noexcept {
+  if (slot < peer_nonces_.size()) peer_nonces_[slot] = peer_nonce;
 }
 
 void ucx_worker::forget_endpoint(ucp_ep_h ep) noexcept {
@@ -277,11 +262,9 @@ size_t ucx_worker::send_queued() {
       continue;
     }
     ucp_request_param_t param{};
-    param.op_attr_mask =
-        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = &on_reply_sent;
     param.user_data = r;
-    param.flags = UCP_AM_SEND_FLAG_REPLY;  // the peer routes by the endpoint it came through
     ucs_status_ptr_t req =
         ucp_am_send_nbx(r->ep, am_id, &r->header, r->header_length, r->data, r->length, &param);
     if (req == nullptr || UCS_PTR_IS_ERR(req)) {
@@ -344,21 +327,20 @@ void ucx_worker::receive_write(reply* r, void* data, void* dst, size_t length) n
 }
 
 void ucx_worker::say_goodbye(ucp_ep_h ep, uint32_t peer_slot, uint32_t peer_nonce,
-                             std::chrono::milliseconds timeout) noexcept {
+                             uint32_t own_nonce, std::chrono::milliseconds timeout) noexcept {
   // The header lives in a worker-owned record until UCX is done with it, whatever the wait.
   reply* r = new_reply();
   if (r == nullptr) return;
   r->header = {};
   r->header.dst_context = peer_slot;
   r->header.dst_nonce = peer_nonce;
+  r->header.src_nonce = own_nonce;
   r->header.code = op::disconnect;
   r->ep = ep;
   ucp_request_param_t param{};
-  param.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &on_goodbye_sent;
   param.user_data = r;
-  param.flags = UCP_AM_SEND_FLAG_REPLY;
   ucs_status_ptr_t req =
       ucp_am_send_nbx(ep, am_id, &r->header, short_header_size, nullptr, 0, &param);
   if (req == nullptr || UCS_PTR_IS_ERR(req)) {
@@ -384,14 +366,15 @@ ucs_status_t ucx_worker::on_message(void* arg, const void* header, size_t header
     ZC_SDK_LOG_DEBUG("rdma: dropped op {} for a context that is gone", static_cast<int>(h.code));
     return UCS_OK;
   }
-  // Only the peer this context connected to may address it: the message must have come through
-  // the context's own endpoint.
-  const bool has_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0;
-  if (!has_ep || !self->accepts(h.dst_context, param->reply_ep)) {
+  // Only the peer this context connected to may address it: the message must also name the
+  // peer's own nonce, which a process holding just our connection blob does not know.
+  // (UCP_AM_SEND_FLAG_REPLY would let UCX name the sending endpoint instead, but it costs about
+  // 3x on shared memory, measured in BENCHMARKS.md.)
+  if (self->peer_nonces_[h.dst_context] == 0 || h.src_nonce != self->peer_nonces_[h.dst_context]) {
     // Warned once: a sender must not be able to flood the log.
     if (!self->warned_foreign_) {
       self->warned_foreign_ = true;
-      ZC_SDK_LOG_WARN("rdma: dropped op {} for context {} from an endpoint not its peer's",
+      ZC_SDK_LOG_WARN("rdma: dropped op {} for context {} from a sender that is not its peer",
                       static_cast<int>(h.code), h.dst_context);
     }
     return UCS_OK;

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <vector>
 
 #include "core/device.hpp"
@@ -61,10 +60,10 @@ class ucx_worker final : public core::event_source {
   uint32_t add(context& ctx, uint32_t& nonce);
   uint32_t renew_nonce(uint32_t slot);
   void remove(uint32_t slot) noexcept;
-  // The endpoint a context created to its peer's worker (nullptr: none; nothing accepted).
-  // UCX pairs the endpoints of two workers by creation order, not by blob, so a message for a
-  // context may arrive through another endpoint to the same peer worker: accepted only then.
-  void bind(uint32_t slot, ucp_ep_h ep, std::span<const uint8_t> peer_address = {});
+  // The peer a context is connected to (its nonce; 0: none, nothing accepted). A message is
+  // delivered only if it names the context (slot + nonce) AND its sender (src_nonce): a process
+  // holding one connection blob knows only one of the two nonces.
+  void bind(uint32_t slot, uint32_t peer_nonce) noexcept;
   // Drops queued replies on an endpoint that is being closed (never sent on a closed handle).
   void forget_endpoint(ucp_ep_h ep) noexcept;
   // The context in `slot` if it is still the one with `nonce`.
@@ -83,7 +82,7 @@ class ucx_worker final : public core::event_source {
   // then its context, if still there, is told.
   void receive_write(reply* r, void* data, void* dst, size_t length) noexcept;
   // Tells a peer context that we are going, waiting at most `timeout` for it to leave.
-  void say_goodbye(ucp_ep_h ep, uint32_t peer_slot, uint32_t peer_nonce,
+  void say_goodbye(ucp_ep_h ep, uint32_t peer_slot, uint32_t peer_nonce, uint32_t own_nonce,
                    std::chrono::milliseconds timeout) noexcept;
 
   size_t poll() override;
@@ -91,7 +90,6 @@ class ucx_worker final : public core::event_source {
   bool arm() override;
 
  private:
-  bool accepts(uint32_t slot, ucp_ep_h through) const noexcept;
   static ucs_status_t on_message(void* arg, const void* header, size_t header_length, void* data,
                                  size_t length, const ucp_am_recv_param_t* param);
   size_t send_queued();
@@ -103,8 +101,7 @@ class ucx_worker final : public core::event_source {
   std::vector<uint8_t> address_;
   std::vector<context*> slots_;
   std::vector<uint32_t> nonces_;
-  std::vector<ucp_ep_h> endpoints_;
-  std::vector<std::vector<uint8_t>> peer_addresses_;  // per slot: the peer worker's address
+  std::vector<uint32_t> peer_nonces_;  // per slot: the connected peer's nonce, 0 when none
   bool warned_foreign_ = false;
   std::vector<std::unique_ptr<reply>> replies_;
   std::vector<reply*> free_replies_;

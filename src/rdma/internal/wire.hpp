@@ -39,7 +39,7 @@ struct wire_header {
   uint32_t status;  // zc::status of a reply
   uint64_t id;      // send sequence number, or task id of a read/write/atomic
   uint32_t immediate;
-  uint32_t reserved;
+  uint32_t src_nonce;  // the sender's nonce: only the two connected contexts know both
   // Remote-memory operations only:
   uint64_t export_key;  // the secret of the export, from its blob
   uint64_t export_id;

@@ -78,7 +78,7 @@ class evil_peer {
   std::vector<uint8_t> blob() const {
     internal::connection_info me;
     me.slot = 7;
-    me.nonce = 0x5EED;
+    me.nonce = own_nonce;
     me.worker_address = address_;
     // No process identity a victim could watch: it relies on UCX alone, as for a remote peer.
     me.process.host_id = 1;
@@ -104,6 +104,7 @@ class evil_peer {
     internal::wire_header h{};
     h.dst_context = victim_slot_;
     h.dst_nonce = victim_nonce_;
+    h.src_nonce = own_nonce;
     h.code = code;
     h.id = id;
     return h;
@@ -113,8 +114,6 @@ class evil_peer {
   bool send(const internal::wire_header& h, std::span<const uint8_t> payload = {},
             std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = UCP_AM_SEND_FLAG_REPLY;
     header_ = h;
     ucs_status_ptr_t req =
         ucp_am_send_nbx(ep_, internal::am_id, &header_, internal::header_size_for(h.code),
@@ -187,6 +186,7 @@ class evil_peer {
     return UCS_OK;
   }
 
+  static constexpr uint32_t own_nonce = 0x5EED;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   ucp_ep_h ep_ = nullptr;

@@ -248,8 +248,8 @@ TEST_P(rdma_pair, connections_made_in_opposite_orders_both_carry_their_messages)
   });
 }
 
-// A third process-local party that holds both of a's blobs (its connection and its export) gets
-// nowhere: a only takes messages from the endpoint it connected itself.
+// A third party that holds both of a's blobs (its connection and its export) gets nowhere: a only
+// takes messages that name its peer's nonce, which only b's blob carries.
 TEST_P(rdma_pair, a_party_holding_the_blobs_cannot_use_the_connection) {
   connect();
   side c;
