@@ -119,9 +119,8 @@ status consumer::submit(consumer_post_recv_task& task) noexcept {
   if (&b.map() != config_.buffers)
     return has(b.map().permissions(), core::access::pci_read_write) ? status::invalid_value
                                                                     : status::not_permitted;
-  uint8_t* tail = b.data() + b.data_length();
-  const uint64_t offset = static_cast<uint64_t>(tail - config_.buffers->data());
-  const uint64_t capacity = static_cast<uint64_t>(b.head() + b.capacity() - tail);
+  const uint64_t offset = static_cast<uint64_t>(b.tail() - config_.buffers->data());
+  const uint64_t capacity = b.tail_room();
 
   const uint64_t position = tail_;
   internal::queue_slot& s = slots_[position & mask_];
@@ -157,14 +156,13 @@ consumer::fill consumer::deliver(uint64_t position) noexcept {
   core::buffer& b = *task.buffer_;
   // The length comes from the peer: check it against the room this buffer was posted with, not
   // as a sum that a huge length wraps around.
-  const uint8_t* tail = b.data() + b.data_length();
-  if (length > static_cast<uint64_t>(b.head() + b.capacity() - tail)) {
+  if (length > b.tail_room()) {
     task.received_ = 0;
     complete(task, status::invalid_value);
     return fill::lie;
   }
   task.received_ = length;
-  b.set_data(b.data(), b.data_length() + length);
+  b.append(length);
   complete(task, status::success);
   return fill::delivered;
 }

@@ -24,6 +24,13 @@ class buffer {
   memory_map& map() const noexcept { return *map_; }
   // Moves the data section; it must stay inside [head, head+capacity).
   status set_data(uint8_t* data, size_t length) noexcept;
+  // Where appended bytes go (received, read or written ones, as DOCA appends them), how many fit,
+  // and the append itself; `length` must fit (callers check tail_room() first).
+  uint8_t* tail() const noexcept { return data_ + data_length_; }
+  size_t tail_room() const noexcept {
+    return capacity_ - static_cast<size_t>(data_ - head_) - data_length_;
+  }
+  void append(size_t length) noexcept { data_length_ += length; }
   // Offset of the data section from the start of its memory map.
   uint64_t map_offset() const noexcept { return static_cast<uint64_t>(data_ - map_->data()); }
   // Returns the descriptor to its inventory.

@@ -166,7 +166,6 @@ void context::connect(std::span<const uint8_t> remote_blob) {
   worker_->bind(slot_, peer_nonce_);
   // Another process on this host: watch it directly (a peer in this process dies with us).
   peer_process_.close();
-  peer_pid_ = peer.process.pid;
   next_liveness_check_ = steady_clock::now();
   if (process_watch_enabled_ && internal::host_process::self().can_watch(peer.process) &&
       !peer_process_.open(peer.process)) {

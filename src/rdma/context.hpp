@@ -210,13 +210,11 @@ class context final : public core::context {
   uint64_t last_received_seq_ = 0;  // the peer's sends arrive with consecutive sequence numbers
   uint64_t ack_seq_ = 0;            // highest delivered send not yet acknowledged
   bool ack_pending_ = false;
-  uint32_t unsent_ = 0;  // our messages UCX has not finished sending
-  uint32_t rendezvous_in_flight_ = 0;
+  uint32_t unsent_ = 0;                       // our messages UCX has not finished sending
   status pending_failure_ = status::success;  // noted, not yet applied (see note_failure)
   status failure_ = status::success;
   bool peer_left_ = false;  // the peer said it was stopping (not an error)
   internal::process_watch peer_process_;
-  uint32_t peer_pid_ = 0;
   core::steady_clock::time_point next_liveness_check_{};
 };
 

@@ -98,7 +98,7 @@ size_t context::poll() {
   if (watching && now >= next_liveness_check_) {
     next_liveness_check_ = now + liveness_period;
     if (peer_process_.exited()) {
-      ZC_SDK_LOG_ERROR("rdma: peer process {} has exited", peer_pid_);
+      ZC_SDK_LOG_ERROR("rdma: peer process {} has exited", peer_process_.pid());
       note_failure(status::connection_reset);
     }
   }
@@ -114,7 +114,7 @@ bool context::arm() {
   if (pending_failure_ != status::success && failure_ == status::success) return false;
   // About to sleep: a cheap moment to look at the peer process (its pidfd also wakes us).
   if (ep_ != nullptr && peer_process_.watching() && peer_process_.exited()) {
-    ZC_SDK_LOG_ERROR("rdma: peer process {} has exited", peer_pid_);
+    ZC_SDK_LOG_ERROR("rdma: peer process {} has exited", peer_process_.pid());
     note_failure(status::connection_reset);
     return false;
   }

@@ -17,10 +17,7 @@ namespace zc::rdma {
 using core::access;
 using core::steady_clock;
 using internal::from_ucs;
-using internal::grow;
 using internal::op;
-using internal::tail;
-using internal::tail_room;
 using internal::wire_header;
 
 status context::serving_state() const noexcept {
@@ -63,9 +60,9 @@ int context::on_send(const wire_header& h, void* data, size_t length, bool rende
   posted_.remove(t);
   t.wire_id_ = h.id;
   arrived_.push_back(t);
-  if (length > tail_room(*t.dst_)) {
+  if (length > t.dst_->tail_room()) {
     ZC_SDK_LOG_WARN("rdma: a {}-byte message does not fit the posted {}-byte buffer", length,
-                    tail_room(*t.dst_));
+                    t.dst_->tail_room());
     // Completes in its turn, after the receives that arrived before it.
     t.outcome_ = status::too_big;
     t.delivered_ = true;
@@ -76,10 +73,10 @@ int context::on_send(const wire_header& h, void* data, size_t length, bool rende
   t.has_immediate_ = (h.flags & internal::has_immediate) != 0;
   t.immediate_ = h.immediate;
   t.received_ = length;
-  uint8_t* dst = tail(*t.dst_);
+  uint8_t* dst = t.dst_->tail();
   if (!rendezvous) {
     if (length != 0) std::memcpy(dst, data, length);
-    grow(*t.dst_, length);
+    t.dst_->append(length);
     t.delivered_ = true;
     deliver_ready();
     return UCS_OK;

@@ -12,7 +12,6 @@
 namespace zc::rdma {
 
 using internal::from_ucs;
-using internal::grow;
 using internal::op;
 using internal::task_kind;
 using internal::wire_header;
@@ -109,7 +108,6 @@ int context::receive_rendezvous(task& t, void* data, void* dst, size_t length) n
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.recv_am = &internal::context_hooks::on_rendezvous_received;
   param.user_data = &t;
-  ++rendezvous_in_flight_;
   ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_->handle(), data, dst, length, &param);
   if (UCS_PTR_IS_ERR(req)) {
     // A failed receive has still started: UCX keeps the descriptor until it is released, and
@@ -130,7 +128,6 @@ int context::receive_rendezvous(task& t, void* data, void* dst, size_t length) n
 }
 
 void context::rendezvous_done(task& t, int ucs_status) noexcept {
-  if (rendezvous_in_flight_ > 0) --rendezvous_in_flight_;
   const status result = from_ucs(ucs_status);
   if (parked_.contains(t)) {  // given up on earlier (failure, timeout): now UCX let go of it
     release_if_unreferenced(t);
@@ -140,7 +137,7 @@ void context::rendezvous_done(task& t, int ucs_status) noexcept {
     if (!arrived_.contains(t)) return;
     auto& r = static_cast<receive_task&>(t);
     if (ok(result)) {
-      grow(*r.dst_, r.received_);
+      r.dst_->append(r.received_);
     } else {
       r.outcome_ = result;
       nack_send(r.wire_id_, result);
@@ -154,7 +151,7 @@ void context::rendezvous_done(task& t, int ucs_status) noexcept {
   if (ok(result)) {
     core::buffer* dst = t.kind_ == task_kind::read ? static_cast<read_task&>(t).dst_
                                                    : static_cast<sync_event_get_task&>(t).result_;
-    grow(*dst, t.header_.length);
+    dst->append(t.header_.length);
   }
   finish(t, result);
 }

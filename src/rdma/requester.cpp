@@ -15,10 +15,7 @@ namespace zc::rdma {
 using core::access;
 using core::steady_clock;
 using internal::from_ucs;
-using internal::grow;
 using internal::op;
-using internal::tail;
-using internal::tail_room;
 using internal::task_kind;
 using internal::wire_header;
 
@@ -161,7 +158,7 @@ status context::submit(read_task& t) noexcept {
   if (t.src_ == nullptr || t.dst_ == nullptr || !local_writable(*t.dst_))
     return status::invalid_value;
   const size_t length = t.src_->data_length();
-  if (length > tail_room(*t.dst_)) return status::invalid_value;
+  if (length > t.dst_->tail_room()) return status::invalid_value;
   t.header_ = {};
   return post_remote(t, task_kind::read, op::read, t.src_->map(),
                      reinterpret_cast<uintptr_t>(t.src_->data()), length, access::rdma_read,
@@ -174,19 +171,19 @@ status context::submit(write_task& t) noexcept {
     return status::invalid_value;
   const size_t length = t.src_->data_length();
   // Appended after the destination's data section, as DOCA does (seed 003).
-  if (length > tail_room(*t.dst_)) return status::invalid_value;
+  if (length > t.dst_->tail_room()) return status::invalid_value;
   const bool imm = t.with_immediate_;
   t.header_ = {};
   t.header_.immediate = t.immediate_;
   return post_remote(t, imm ? task_kind::write_imm : task_kind::write, op::write, t.dst_->map(),
-                     reinterpret_cast<uintptr_t>(tail(*t.dst_)), length, access::rdma_write,
+                     reinterpret_cast<uintptr_t>(t.dst_->tail()), length, access::rdma_write,
                      t.src_->data(), imm ? internal::has_immediate : 0);
 }
 
 status context::submit(atomic_cmp_swp_task& t) noexcept {
   if (status s = check_submittable(t); !ok(s)) return s;
   if (t.dst_ == nullptr || t.result_ == nullptr || !local_writable(*t.result_) ||
-      tail_room(*t.result_) < sizeof(uint64_t))
+      t.result_->tail_room() < sizeof(uint64_t))
     return status::invalid_value;
   t.header_ = {};
   t.header_.operand0 = t.compare_;
@@ -199,7 +196,7 @@ status context::submit(atomic_cmp_swp_task& t) noexcept {
 status context::submit(atomic_fetch_add_task& t) noexcept {
   if (status s = check_submittable(t); !ok(s)) return s;
   if (t.dst_ == nullptr || t.result_ == nullptr || !local_writable(*t.result_) ||
-      tail_room(*t.result_) < sizeof(uint64_t))
+      t.result_->tail_room() < sizeof(uint64_t))
     return status::invalid_value;
   t.header_ = {};
   t.header_.operand0 = t.add_;
@@ -211,7 +208,7 @@ status context::submit(atomic_fetch_add_task& t) noexcept {
 status context::submit(sync_event_get_task& t) noexcept {
   if (status s = check_submittable(t); !ok(s)) return s;
   if (t.event_ == nullptr || t.result_ == nullptr || !local_writable(*t.result_) ||
-      tail_room(*t.result_) < sizeof(uint64_t))
+      t.result_->tail_room() < sizeof(uint64_t))
     return status::invalid_value;
   t.header_ = {};
   return post_remote(t, task_kind::event_get, op::read, *t.event_, t.event_->remote().base,
@@ -233,7 +230,7 @@ status context::submit(sync_event_set_task& t) noexcept {
 status context::submit(sync_event_add_task& t) noexcept {
   if (status s = check_submittable(t); !ok(s)) return s;
   if (t.event_ == nullptr || t.result_ == nullptr || !local_writable(*t.result_) ||
-      tail_room(*t.result_) < sizeof(uint64_t))
+      t.result_->tail_room() < sizeof(uint64_t))
     return status::invalid_value;
   t.header_ = {};
   t.header_.operand0 = t.add_;
@@ -326,12 +323,12 @@ int context::on_read_reply(const wire_header& h, void* data, size_t length, bool
   core::buffer* dst = t->kind_ == task_kind::read ? static_cast<read_task*>(t)->dst_
                                                   : static_cast<sync_event_get_task*>(t)->result_;
   if (!rendezvous) {
-    if (length != 0) std::memcpy(tail(*dst), data, length);
-    grow(*dst, length);
+    if (length != 0) std::memcpy(dst->tail(), data, length);
+    dst->append(length);
     finish(*t, status::success);
     return UCS_OK;
   }
-  return receive_rendezvous(*t, data, tail(*dst), length);
+  return receive_rendezvous(*t, data, dst->tail(), length);
 }
 
 void context::on_ack_op(const wire_header& h) {
@@ -351,14 +348,14 @@ void context::on_ack_op(const wire_header& h) {
       break;
     case task_kind::write:
     case task_kind::write_imm:
-      if (ok(result)) grow(*static_cast<write_task*>(t)->dst_, t->header_.length);
+      if (ok(result)) static_cast<write_task*>(t)->dst_->append(t->header_.length);
       break;
     default:
       break;
   }
   if (ok(result) && result_buffer != nullptr) {
-    std::memcpy(tail(*result_buffer), &h.operand0, sizeof(uint64_t));
-    grow(*result_buffer, sizeof(uint64_t));
+    std::memcpy(result_buffer->tail(), &h.operand0, sizeof(uint64_t));
+    result_buffer->append(sizeof(uint64_t));
   }
   finish(*t, result);
 }

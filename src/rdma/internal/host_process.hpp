@@ -75,6 +75,7 @@ class process_watch {
   // The pidfd (readable once the process has exited); -1 when not watching or in the /proc
   // fallback (see above).
   int fd() const noexcept { return fd_; }
+  uint32_t pid() const noexcept { return pid_; }
   void close() noexcept;
 
  private:

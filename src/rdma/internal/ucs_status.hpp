@@ -1,9 +1,8 @@
-// UCX status codes as zc::status, and small buffer helpers the rdma sources share.
+// UCX status codes as zc::status.
 #pragma once
 
 #include <ucp/api/ucp.h>
 
-#include "core/buffer.hpp"
 #include "core/status.hpp"
 
 namespace zc::rdma::internal {
@@ -25,18 +24,6 @@ inline status from_ucs(int s) noexcept {
     default:
       return status::io_failed;
   }
-}
-
-// Space left after a buffer's data section, and where it starts: received, read and written
-// bytes are appended there (DOCA's semantics).
-inline size_t tail_room(const core::buffer& b) noexcept {
-  return b.capacity() - static_cast<size_t>(b.data() - b.head()) - b.data_length();
-}
-inline uint8_t* tail(const core::buffer& b) noexcept {
-  return b.data() + b.data_length();
-}
-inline void grow(core::buffer& b, size_t length) noexcept {
-  b.set_data(b.data(), b.data_length() + length);
 }
 
 }  // namespace zc::rdma::internal
