@@ -1,6 +1,6 @@
 #include "core/export_table.hpp"
 
-#include <sys/random.h>
+#include "core/random.hpp"
 
 #include <array>
 #include <atomic>
@@ -60,15 +60,6 @@ uint64_t generation_of(uint64_t id) {
 }
 bool live(uint64_t generation) {
   return (generation & 1u) != 0;
-}
-
-uint64_t random_key() {
-  uint64_t key = 0;
-  while (key == 0) {
-    if (getrandom(&key, sizeof(key), 0) != static_cast<ssize_t>(sizeof(key)))
-      throw status_error(status::operating_system, "getrandom failed for an RDMA export key");
-  }
-  return key;
 }
 
 // The export in `s` is withdrawn and drained: empties the slot, frees it for add(), and returns
@@ -148,7 +139,7 @@ status export_table::acquire(uint64_t export_id, uint64_t key, uint64_t offset, 
 
 export_table::entry export_table::add(uint8_t* data, size_t size, access permissions,
                                       std::function<void()> release) {
-  const uint64_t key = random_key();
+  const uint64_t key = random_nonzero_u64();
   std::lock_guard lock(control_mutex);
   for (uint32_t n = 0; n < slot_count; ++n) {
     const uint32_t index = (next_slot + n) % slot_count;

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,18 +14,12 @@
 #include "core/bytes.hpp"
 #include "core/export_table.hpp"
 #include "core/log.hpp"
+#include "core/random.hpp"
 
 namespace zc::core {
 namespace {
 
 constexpr size_t token_bytes = 16;
-
-uint64_t random_u64() {
-  uint64_t v = 0;
-  if (getrandom(&v, sizeof(v), 0) != sizeof(v))
-    throw status_error(status::operating_system, "getrandom failed");
-  return v;
-}
 
 size_t page_round(size_t n) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -61,7 +54,7 @@ struct internal::rdma_export_owner {
 uint64_t process_token() noexcept {
   static const uint64_t token = [] {
     uint64_t v = 0;
-    while (v == 0) v = random_u64();
+    v = random_nonzero_u64();
     return v;
   }();
   return token;

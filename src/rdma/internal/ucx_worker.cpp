@@ -9,9 +9,8 @@
 #include <mutex>
 #include <thread>
 
-#include <sys/random.h>
-
 #include "core/log.hpp"
+#include "core/random.hpp"
 #include "core/status.hpp"
 #include "rdma/context.hpp"
 #include "rdma/internal/context_hooks.hpp"
@@ -50,15 +49,6 @@ const bool mm_error_handling_set = [] {
 // Replies (acks, read data) out at once on one worker: bounds what a peer flooding us with
 // requests can make us hold (each may pin an export claim until UCX has sent it).
 constexpr size_t max_replies = 16384;
-
-uint32_t random_nonce() {
-  uint32_t v = 0;
-  while (v == 0) {
-    if (getrandom(&v, sizeof(v), 0) != sizeof(v))
-      throw status_error(status::operating_system, "getrandom failed");
-  }
-  return v;
-}
 
 void on_write_landed(void* request, ucs_status_t s, size_t, void* user_data) {
   auto* r = static_cast<reply*>(user_data);
@@ -170,7 +160,7 @@ ucx_worker::~ucx_worker() {
 }
 
 uint32_t ucx_worker::add(context& ctx, uint32_t& nonce) {
-  nonce = random_nonce();
+  nonce = core::random_nonzero_u32();
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i] == nullptr) {
       slots_[i] = &ctx;
@@ -186,8 +176,8 @@ uint32_t ucx_worker::add(context& ctx, uint32_t& nonce) {
 }
 
 uint32_t ucx_worker::renew_nonce(uint32_t slot) {
-  uint32_t nonce = random_nonce();
-  while (nonce == nonces_[slot]) nonce = random_nonce();
+  uint32_t nonce = core::random_nonzero_u32();
+  while (nonce == nonces_[slot]) nonce = core::random_nonzero_u32();
   nonces_[slot] = nonce;
   return nonce;
 }
