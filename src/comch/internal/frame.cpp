@@ -113,7 +113,7 @@ status decode(std::span<const uint8_t> payload, consumer_new_payload& out) noexc
   out.slot_count = r.u32();
   out.buffers_blob = r.sized_bytes();
   const uint32_t n = out.slot_count;
-  const bool slots_ok = n >= 2 && n <= max_queue_slots && (n & (n - 1)) == 0;
+  const bool slots_ok = valid_slot_count(n);
   return r.ok() && r.remaining() == 0 && out.id != 0 && slots_ok && !out.buffers_blob.empty()
              ? status::success
              : status::invalid_value;

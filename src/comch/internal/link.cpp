@@ -25,7 +25,7 @@ std::shared_ptr<remote_consumer> remote_consumer::attach(uint32_t id, uint32_t s
   rc->data_bell_ = data_bell;
   rc->space_bell_ = space_bell;
   rc->id_ = id;
-  if (slot_count < 2 || slot_count > max_queue_slots || (slot_count & (slot_count - 1)) != 0) {
+  if (!valid_slot_count(slot_count)) {
     close_fd(queue_fd);
     throw status_error(status::invalid_value,
                        fmt::format("consumer {} announced a queue of {} slots", id, slot_count));

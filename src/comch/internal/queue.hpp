@@ -40,6 +40,10 @@ namespace zc::comch::internal {
 inline constexpr uint32_t queue_magic = 0x5A435155;  // "ZCQU"
 inline constexpr uint32_t queue_version = 1;
 inline constexpr uint32_t max_queue_slots = 1u << 16;
+// A queue's slot count as a peer may announce it: a power of two in [2, max_queue_slots].
+constexpr bool valid_slot_count(uint32_t n) noexcept {
+  return n >= 2 && n <= max_queue_slots && (n & (n - 1)) == 0;
+}
 inline constexpr size_t cache_line = 64;
 
 struct alignas(cache_line) queue_header {
