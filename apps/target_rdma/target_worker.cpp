@@ -50,6 +50,7 @@ class target_worker::io_path {
 
   slot& slot_of(const core::task_base& t) { return slots_[t.get_user_data().u64]; }
   void on_request(slot& s);
+  zc::log::level refusal_level() const noexcept;
   void on_receive_failed(slot& s, status result);
   status submit_transfer(slot& s, io_message_type type, uint64_t storage_offset,
                          uint64_t requester_offset, uint32_t size);
@@ -194,11 +195,18 @@ void target_worker::io_path::on_receive_failed(slot& s, status result) {
   post_receive(s);
 }
 
+// The first refused IO is a warning; later ones are counted (errors, in the stats) and logged at
+// debug level, so a misbehaving peer cannot flood the log from the data path.
+zc::log::level target_worker::io_path::refusal_level() const noexcept {
+  return errors_ == 0 ? zc::log::level::warning : zc::log::level::debug;
+}
+
 // A request arrived in slot s: check it against both regions, then move the data.
 void target_worker::io_path::on_request(slot& s) {
   ++in_flight_;
   if (s.receive->received_length() != io_message_size) {
-    ZC_LOG_WARN("worker {}: {}-byte IO message refused", cpu_, s.receive->received_length());
+    ::zc::log::print(::zc::log::source::app, refusal_level(),
+                     "worker {}: {}-byte IO message refused", cpu_, s.receive->received_length());
     ++errors_;
     respond(s, status::invalid_value);
     return;
@@ -214,8 +222,9 @@ void target_worker::io_path::on_request(slot& s) {
       size != 0 && requester_offset <= remote_.size() && size <= remote_.size() - requester_offset;
   if ((type != io_message_type::read && type != io_message_type::write) || !in_storage ||
       !in_requester) {
-    ZC_LOG_WARN("worker {}: IO refused: type {} size {} storage offset {} requester offset {}",
-                cpu_, static_cast<uint32_t>(type), size, storage_offset, requester_offset);
+    ::zc::log::print(::zc::log::source::app, refusal_level(),
+                     "worker {}: IO refused: type {} size {} storage offset {} requester offset {}",
+                     cpu_, static_cast<uint32_t>(type), size, storage_offset, requester_offset);
     ++errors_;
     respond(s, status::invalid_value);
     return;
