@@ -565,19 +565,21 @@ TEST(comch_control_channel, no_descriptor_is_leaked) {
     auto intruder = std::async(std::launch::async, [&] {
       try {
         comch_control_client c("auto", p.name, clock::now() + wait_limit);
-        (void)wait_for(c, wait_limit);
-      } catch (const status_error&) {
+        return wait_for(c, wait_limit).code;  // refused after its handshake
+      } catch (const status_error& e) {
+        return e.code();  // or during it
       }
     });
-    while (intruder.wait_for(0s) != std::future_status::ready) (void)wait_for(p.server, 20ms);
+    const auto deadline = clock::now() + wait_limit;
+    while (intruder.wait_for(0s) != std::future_status::ready && clock::now() < deadline)
+      (void)wait_for(p.server, 20ms);
+    ASSERT_EQ(intruder.wait_for(0s), std::future_status::ready) << "the intruder was never refused";
+    EXPECT_EQ(intruder.get(), status::connection_reset);
     p.client->close();
     EXPECT_EQ(wait_for(p.server, wait_limit).code, status::connection_reset);
     auto replacement = connect_client(p.server, p.name);
     EXPECT_TRUE(p.server.is_connected());
-    try {
-      comch_control_client refused("auto", channel_name(), clock::now() + 50ms);
-    } catch (const status_error&) {
-    }
+    EXPECT_THROW(comch_control_client("auto", channel_name(), clock::now() + 50ms), status_error);
   }
   EXPECT_EQ(open_descriptors(), before);
 }
