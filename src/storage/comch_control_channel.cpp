@@ -1,5 +1,7 @@
 #include "storage/comch_control_channel.hpp"
 
+#include "storage/internal/fd_io.hpp"
+
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
@@ -13,6 +15,8 @@
 #include "core/thread.hpp"
 
 namespace zc::storage {
+using internal::error_text;
+
 namespace {
 
 using clock = std::chrono::steady_clock;
@@ -20,10 +24,6 @@ using clock = std::chrono::steady_clock;
 // How long closing a comch context may take to settle its send tasks (they fail at once; one
 // progress round usually suffices).
 constexpr std::chrono::milliseconds stop_limit{2000};
-
-std::string error_text(int err) {
-  return std::generic_category().message(err);
-}
 
 void watch(int epoll, int fd) {
   epoll_event ev{};

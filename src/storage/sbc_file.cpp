@@ -15,11 +15,9 @@
 #include "storage/unique_fd.hpp"
 
 namespace zc::storage {
-namespace {
+using internal::error_text;
 
-std::string error_text(int err) {
-  return std::generic_category().message(err);
-}
+namespace {
 
 unique_fd open_for_read(const std::string& path) {
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

@@ -1,5 +1,7 @@
 #include "storage/tcp_control_channel.hpp"
 
+#include "storage/internal/fd_io.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,6 +18,8 @@
 #include "core/thread.hpp"
 
 namespace zc::storage {
+using internal::error_text;
+
 namespace {
 
 using clock = std::chrono::steady_clock;
@@ -25,10 +29,6 @@ constexpr size_t read_chunk = 4096;
 // The reference used a backlog of 1; a little more lets a rejected extra client get its prompt
 // close instead of a connect timeout.
 constexpr int listen_backlog = 4;
-
-std::string error_text(int err) {
-  return std::generic_category().message(err);
-}
 
 std::string endpoint_name(const sockaddr_in& addr) {
   return ipv4_endpoint{ntohl(addr.sin_addr.s_addr), ntohs(addr.sin_port)}.to_string();

@@ -11,6 +11,10 @@
 
 namespace zc::storage::internal {
 
+std::string error_text(int err) {
+  return std::generic_category().message(err);
+}
+
 void write_fully(int fd, std::span<const uint8_t> data, const std::string& path,
                  write_function write) {
   if (write == nullptr) write = ::write;
@@ -24,8 +28,8 @@ void write_fully(int fd, std::span<const uint8_t> data, const std::string& path,
     const int err = n < 0 ? errno : 0;
     if (err == EINTR) continue;
     if (err != 0)
-      throw status_error(status::io_failed, fmt::format("Failed to write {}: {}", path,
-                                                        std::generic_category().message(err)));
+      throw status_error(status::io_failed,
+                         fmt::format("Failed to write {}: {}", path, error_text(err)));
     throw status_error(status::io_failed,
                        fmt::format("Failed to write {}: no byte written ({} of {} bytes done)",
                                    path, done, data.size()));
@@ -42,8 +46,8 @@ size_t read_fully_at(int fd, std::span<uint8_t> out, uint64_t offset, const std:
     } else if (n == 0) {
       break;
     } else if (errno != EINTR) {
-      throw status_error(status::io_failed, fmt::format("Failed to read {}: {}", path,
-                                                        std::generic_category().message(errno)));
+      throw status_error(status::io_failed,
+                         fmt::format("Failed to read {}: {}", path, error_text(errno)));
     }
   }
   return done;

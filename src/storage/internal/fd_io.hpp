@@ -12,6 +12,9 @@
 
 namespace zc::storage::internal {
 
+// errno as text, for the messages storage's errors carry.
+std::string error_text(int err);
+
 using write_function = ssize_t (*)(int fd, const void* data, size_t length);
 
 // Writes all of `data`. Throws status_error(io_failed) naming `path` on an error, and on a write
