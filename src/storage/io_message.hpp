@@ -23,6 +23,9 @@ enum class io_message_type : uint32_t {
   result = 0,
   read = 1,
   write = 2,
+  // zcstore's extension (DESIGN §2): io_size 0; answered once every completed write of the target
+  // is durable. A reference target answers it INVALID_VALUE ("flush not supported").
+  flush = 3,
 };
 
 // Field offsets in bytes. 4..7 is padding and 40..63 is unused: both travel as they are.
@@ -47,7 +50,7 @@ class io_message_view {
     return static_cast<io_message_type>(load_be32(p_ + io_message_offset::type));
   }
   bool is_known_type() const noexcept {
-    return load_be32(p_ + io_message_offset::type) <= static_cast<uint32_t>(io_message_type::write);
+    return load_be32(p_ + io_message_offset::type) <= static_cast<uint32_t>(io_message_type::flush);
   }
   uint64_t user_data() const noexcept { return load_be64(p_ + io_message_offset::user_data); }
   // The raw wire value, even one zc::status does not name.
