@@ -160,9 +160,11 @@ int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& pr
   };
   auto start = [&](const std::string& name,
                    std::vector<std::string> argv) -> std::optional<supervisor::child_id> {
-    note(fmt::format("starting {}: {}", name, join(argv)));
+    const std::string command = join(argv);
     try {
-      return sup.start({.name = name, .argv = std::move(argv), .env = {}});
+      auto id = sup.start({.name = name, .argv = std::move(argv), .env = {}});
+      note(fmt::format("started {} (pid {}): {}", name, sup.pid(id), command));
+      return std::optional(id);
     } catch (const std::exception& e) {
       note(e.what());
       return std::nullopt;
