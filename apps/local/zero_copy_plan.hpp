@@ -21,8 +21,10 @@ inline constexpr uint64_t default_target_size = 64ull << 20;
 inline constexpr uint32_t default_block_size = 4096;
 inline constexpr const char* default_execution_strategy = "read_throughput_test";
 inline constexpr uint64_t default_run_limit_operation_count = 100'000;
-// The service's -r: free-form in zcstore (the reference's host representor PCI address).
-inline constexpr const char* representor_label = "local";
+// The service's -r (the reference's host representor): its comch server answers for this host
+// function, and an initiator's client tries its own -d and then "auto", so "auto" meets an
+// initiator whatever device it is given.
+inline constexpr const char* representor_label = "auto";
 
 struct zero_copy_options {
   uint64_t target_size = default_target_size;  // bytes; a multiple of block_size

@@ -143,7 +143,7 @@ TEST(service_command_line, points_at_the_target_and_the_channel) {
                            "chan-1", 4242, 2);
   EXPECT_EQ(argv.front(), "/bin/s");
   EXPECT_EQ(values_of(argv, "-d"), words{"auto"});
-  EXPECT_EQ(values_of(argv, "-r"), words{"local"});
+  EXPECT_EQ(values_of(argv, "-r"), words{"auto"});
   EXPECT_EQ(values_of(argv, "--cpu"), words{"0"});
   EXPECT_EQ(values_of(argv, "--storage-server"), words{"127.0.0.1:4242"});
   EXPECT_EQ(values_of(argv, "--command-channel-name"), words{"chan-1"});
