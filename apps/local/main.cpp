@@ -1,5 +1,7 @@
 // zcstore_local: starts a whole pipeline on one machine and stops it cleanly.
 //   zcstore_local zero-copy [options] [-- initiator flags]
+#include <unistd.h>
+
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -37,6 +39,7 @@ int main(int argc, char** argv) {
   }
   auto parsed = parse_zero_copy_options(std::vector<std::string>(argv + 2, argv + argc));
   if (parsed.exit_code) return *parsed.exit_code;
+  parsed.options.terminal = ::isatty(STDERR_FILENO) == 1;
   install_launcher_signal_handlers();
   auto programs = find_programs(parsed.options.bin_dir);
   if (!programs) return 1;

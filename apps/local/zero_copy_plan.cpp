@@ -203,6 +203,9 @@ std::vector<std::string> initiator_argv(const zero_copy_options& options,
     add_default(argv, options, "--storage-plain-content", options.content);
   add_default(argv, options, "--control-timeout", std::to_string(options.control_timeout_seconds));
   add_default(argv, options, "--poll-mode", options.poll_mode);
+  if (options.terminal && !has_flag(options.initiator_words, "--progress") &&
+      !has_flag(options.initiator_words, "--no-progress"))
+    argv.emplace_back("--progress");
   argv.insert(argv.end(), options.initiator_words.begin(), options.initiator_words.end());
   return argv;
 }

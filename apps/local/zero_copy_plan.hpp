@@ -37,6 +37,9 @@ struct zero_copy_options {
   std::string device = "auto";
   std::string bin_dir;                       // empty: next to zcstore_local, then PATH
   std::vector<std::string> initiator_words;  // after "--", passed to the initiator last
+  // zcstore_local's stderr is a terminal: the initiator, which sees a pipe, is asked for its
+  // once-a-second progress lines (unless --progress or --no-progress comes after "--").
+  bool terminal = false;
 };
 
 struct parse_result {

@@ -208,6 +208,17 @@ TEST(initiator_command_line, words_after_double_dash_replace_the_defaults) {
   EXPECT_EQ(words(argv.end() - 2, argv.end()), (words{"--transaction-count", "4"}));
 }
 
+TEST(initiator_command_line, progress_when_the_launcher_has_a_terminal) {
+  auto o = parsed({});
+  EXPECT_FALSE(contains(initiator_argv(o, "i", "chan", 2), "--progress"));
+  o.terminal = true;
+  EXPECT_TRUE(contains(initiator_argv(o, "i", "chan", 2), "--progress"));
+  o.initiator_words = {"--no-progress"};
+  auto argv = initiator_argv(o, "i", "chan", 2);
+  EXPECT_FALSE(contains(argv, "--progress"));
+  EXPECT_TRUE(contains(argv, "--no-progress"));
+}
+
 TEST(initiator_command_line, content_is_the_expected_plain_content) {
   auto argv = initiator_argv(parsed({"--content", "c.bin", "--workers", "3"}), "i", "chan", 2);
   EXPECT_EQ(values_of(argv, "--storage-plain-content"), words{"c.bin"});
