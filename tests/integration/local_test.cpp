@@ -117,9 +117,9 @@ class local_pipeline : public testing::Test {
     return argv;
   }
 
-  // Waits until the launcher has started all three and the initiator has printed a line.
+  // Waits until the initiator's data path runs (the reference's "Async init complete" line).
   static std::map<std::string, pid_t> wait_until_running(test::subprocess& run) {
-    if (!run.wait_for_output("initiator | ", start_bound)) return {};
+    if (!run.wait_for_output("Async init complete", start_bound)) return {};
     return child_pids(run.output());
   }
 };
