@@ -27,6 +27,15 @@ std::string poll_mode_name(core::poll_mode mode) {
   return "adaptive";
 }
 
+// The log levels zcstore_local was given, for a program that was not given its own.
+void add_log_levels(std::vector<std::string>& argv, const zero_copy_options& options,
+                    const std::vector<std::string>& own_words) {
+  if (options.log_level && !has_flag(own_words, "--log-level", "-l"))
+    argv.insert(argv.end(), {"--log-level", std::to_string(*options.log_level)});
+  if (options.sdk_log_level && !has_flag(own_words, "--sdk-log-level"))
+    argv.insert(argv.end(), {"--sdk-log-level", std::to_string(*options.sdk_log_level)});
+}
+
 void add_cpus(std::vector<std::string>& argv, uint32_t count, uint32_t cores) {
   for (uint32_t cpu : round_robin_cpus(count, cores)) {
     argv.emplace_back("--cpu");
@@ -100,6 +109,10 @@ parse_result parse_zero_copy_options(const std::vector<std::string>& words) {
   }
   out.poll_mode = poll_mode_name(cli.polling());
   out.target_size_given = size_option->count() > 0;
+  for (auto [flag, slot] :
+       {std::pair{"--log-level", &out.log_level}, std::pair{"--sdk-log-level", &out.sdk_log_level}})
+    if (const CLI::Option* option = app.get_option(flag); option->count() > 0)
+      *slot = option->as<int>();
 
   if (out.target_size_given) {
     if (out.target_size == 0 || out.target_size % out.block_size != 0) {
@@ -166,6 +179,7 @@ std::vector<std::string> target_argv(const zero_copy_options& options, const std
                "--block-count", std::to_string(target_block_count(options, content_size))});
   if (!options.content.empty()) argv.insert(argv.end(), {"--binary-content", options.content});
   argv.insert(argv.end(), {"--poll-mode", options.poll_mode});
+  add_log_levels(argv, options, {});
   return argv;
 }
 
@@ -178,6 +192,7 @@ std::vector<std::string> service_argv(const zero_copy_options& options, const st
               {"--storage-server", fmt::format("127.0.0.1:{}", target_port),
                std::string(channel_flag), channel, "--control-timeout",
                std::to_string(options.control_timeout_seconds), "--poll-mode", options.poll_mode});
+  add_log_levels(argv, options, {});
   return argv;
 }
 
@@ -206,6 +221,7 @@ std::vector<std::string> initiator_argv(const zero_copy_options& options,
   if (options.terminal && !has_flag(options.initiator_words, "--progress") &&
       !has_flag(options.initiator_words, "--no-progress"))
     argv.emplace_back("--progress");
+  add_log_levels(argv, options, options.initiator_words);
   argv.insert(argv.end(), options.initiator_words.begin(), options.initiator_words.end());
   return argv;
 }

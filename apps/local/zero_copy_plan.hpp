@@ -35,7 +35,9 @@ struct zero_copy_options {
   std::string poll_mode = "adaptive";
   uint32_t control_timeout_seconds = 5;
   std::string device = "auto";
-  std::string bin_dir;                       // empty: next to zcstore_local, then PATH
+  std::string bin_dir;  // empty: next to zcstore_local, then PATH
+  // -l/--log-level and --sdk-log-level as given to zcstore_local: passed on to all three.
+  std::optional<int> log_level, sdk_log_level;
   std::vector<std::string> initiator_words;  // after "--", passed to the initiator last
   // zcstore_local's stderr is a terminal: the initiator, which sees a pipe, is asked for its
   // once-a-second progress lines (unless --progress or --no-progress comes after "--").

@@ -88,6 +88,21 @@ TEST(zero_copy_options, bad_command_lines_exit_two_with_one_line) {
   }
 }
 
+TEST(zero_copy_options, log_levels_go_to_all_three_unless_the_initiator_has_its_own) {
+  auto quiet = parsed({});
+  EXPECT_FALSE(contains(target_argv(quiet, "t", std::nullopt, 2), "--log-level"));
+  EXPECT_FALSE(contains(initiator_argv(quiet, "i", "c", 2), "--sdk-log-level"));
+
+  auto o = parsed({"-l", "60", "--sdk-log-level", "30", "--", "--log-level", "20"});
+  auto target = target_argv(o, "t", std::nullopt, 2);
+  EXPECT_EQ(values_of(target, "--log-level"), words{"60"});
+  EXPECT_EQ(values_of(target, "--sdk-log-level"), words{"30"});
+  EXPECT_EQ(values_of(service_argv(o, "s", "c", 1, 2), "--log-level"), words{"60"});
+  auto initiator = initiator_argv(o, "i", "c", 2);
+  EXPECT_EQ(values_of(initiator, "--log-level"), words{"20"});
+  EXPECT_EQ(values_of(initiator, "--sdk-log-level"), words{"30"});
+}
+
 TEST(zero_copy_options, round_robin_cpus_wrap_at_the_core_count) {
   EXPECT_EQ(round_robin_cpus(1, 2), (std::vector<uint32_t>{0}));
   EXPECT_EQ(round_robin_cpus(5, 2), (std::vector<uint32_t>{0, 1, 0, 1, 0}));
