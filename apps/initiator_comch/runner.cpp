@@ -84,7 +84,7 @@ void worker_run::advance(uint32_t slot) noexcept {
             slot, {s == step::write ? io_message_type::write : io_message_type::read,
                    static_cast<uint32_t>(io_size_), t.local_offset, t.storage_offset});
         if (ok(r)) return;  // resumes in on_complete
-        fail(fmt::format("cannot submit the {} at storage offset {}: {}", to_string(s),
+        fail(fmt::format("cannot submit the {} at storage offset {:#x}: {}", to_string(s),
                          t.storage_offset, status_name(r)));
         finish(slot);
         return;
@@ -111,7 +111,7 @@ void worker_run::on_complete(uint32_t slot, status result) noexcept {
   transaction& t = transactions_[slot];
   if (!ok(result)) {
     const step s = steps_[t.step - 1];
-    fail(fmt::format("IO error at storage offset {}: the {} failed: {}", t.storage_offset,
+    fail(fmt::format("IO error at storage offset {:#x}: the {} failed: {}", t.storage_offset,
                      to_string(s), status_name(result)));
     finish(slot);
     return;

@@ -119,6 +119,8 @@ class fake_service {
             std::lock_guard lock(mutex_);
             init_ = init;
           }
+          region_ = core::memory_map::import_pci(init.mmap_export);
+          storage_.assign(capacity_, std::byte{0});
           for (uint32_t i = 0; i < init.core_count; ++i)
             add_lane(server, init.transaction_count * 2);
           reply = storage::make_response(m, message_type::init_storage_response);
@@ -160,6 +162,11 @@ class fake_service {
     lanes_.clear();
   }
 
+ public:
+  // The fake storage's bytes (for checks after the session's stop).
+  std::vector<std::byte> storage_bytes() const { return storage_; }
+
+ private:
   void add_lane(storage::comch_control_server& server, uint32_t n) {
     auto l = std::make_unique<lane>();
     l->map =
@@ -210,6 +217,7 @@ class fake_service {
       std::lock_guard lock(mutex_);
       answer = answer_;
     }
+    move_data(storage::io_message_view(t.buf().data()));
     const int copies = twice_ ? 2 : 1;
     for (int c = 0; c < copies && !l.responses.empty(); ++c) {
       core::buffer* b = l.responses.back();
@@ -230,6 +238,19 @@ class fake_service {
     (void)l.rx->submit(t);
   }
 
+  // What a target would do through the re-exported region: reads land in the host's pages,
+  // writes come from them. Out-of-range IOs move nothing.
+  void move_data(const storage::io_message_view& m) {
+    const uint64_t size = m.io_size(), req = m.requester_offset(), st = m.storage_offset();
+    if (region_ == nullptr || size > region_->size() || req > region_->size() - size ||
+        size > storage_.size() || st > storage_.size() - size)
+      return;
+    if (m.type() == storage::io_message_type::read)
+      std::memcpy(region_->data() + req, storage_.data() + st, size);
+    else if (m.type() == storage::io_message_type::write)
+      std::memcpy(storage_.data() + st, region_->data() + req, size);
+  }
+
   std::string name_;
   uint32_t block_size_;
   uint64_t capacity_;
@@ -245,6 +266,8 @@ class fake_service {
   std::vector<storage::message_type> requests_;
   storage::init_storage_request_payload init_;
   std::vector<std::unique_ptr<lane>> lanes_;
+  std::unique_ptr<core::memory_map> region_;  // the host's IO region, imported
+  std::vector<std::byte> storage_;
   std::thread thread_;
 };
 
