@@ -152,9 +152,30 @@ int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& pr
     sup.stop_all(bounds.stop_grace);
     return 1;
   };
+  // The service and target end on their own once the initiator has: it may wait this long for
+  // their answers.
+  const milliseconds wind_down =
+      bounds.wind_down + std::chrono::seconds(options.control_timeout_seconds);
+  std::vector<supervisor::child_id> started;  // in start order: target, service, initiator
   auto interrupted = [&] {
     const int signo = stop_signal != 0 ? static_cast<int>(stop_signal) : SIGTERM;
     note(fmt::format("stopping the pipeline ({})", strsignal(signo)));
+    // A running initiator gets the signal alone: it drains its IOs, prints its stats and ends
+    // the session in order, and then the service and target end theirs and print their stats.
+    // What has not ended by then is stopped (a second Ctrl-C ends zcstore_local at once, and
+    // PR_SET_PDEATHSIG its children).
+    if (started.size() == 3 && sup.signal(started.back(), signo)) {
+      const auto deadline = clock::now() + wind_down;
+      for (auto it = started.rbegin(); it != started.rend(); ++it) {
+        const auto left = std::max(
+            milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - clock::now()));
+        if (!sup.wait_exit_while_stopping(*it, left)) {
+          note(fmt::format("{} did not end within {} s of the stop", sup.name(*it),
+                           seconds(wind_down)));
+          break;
+        }
+      }
+    }
     sup.stop_all(bounds.stop_grace);
     return 128 + signo;
   };
@@ -163,6 +184,7 @@ int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& pr
     const std::string command = join(argv);
     try {
       auto id = sup.start({.name = name, .argv = std::move(argv), .env = {}});
+      started.push_back(id);
       note(fmt::format("started {} (pid {}): {}", name, sup.pid(id), command));
       return std::optional(id);
     } catch (const std::exception& e) {
@@ -199,8 +221,6 @@ int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& pr
 
   // The initiator decides how long the run takes: wait for it without a bound, but stop at
   // once when the service or target fails under it.
-  const milliseconds wind_down =
-      bounds.wind_down + std::chrono::seconds(options.control_timeout_seconds);
   std::optional<exit_status> result;
   while (!result) {
     auto ended = sup.wait_any_exit(main_loop_slice);
@@ -228,7 +248,7 @@ int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& pr
   }
 
   // The initiator's stop ends the service's session, and the service's shutdown the target's:
-  // both end on their own, and anything else is a failure the user must see.
+  // both end on their own within wind_down, and anything else is a failure the user must see.
   const auto deadline = clock::now() + wind_down;
   for (auto id : {*service, *target}) {
     const auto left = std::max(milliseconds(0),

@@ -42,8 +42,9 @@ output_sink name_bar_writer(int out_fd = 1, int err_fd = 2);
 struct launcher_bounds {
   // For the target's "listening on port" and the service's "listening on channel" lines.
   std::chrono::milliseconds start = std::chrono::seconds(30);
-  // For the service and target to end on their own once the initiator has finished (added to
-  // the control timeout: the service may wait that long for the target's answers).
+  // For the service and target to end on their own once the initiator has finished, and for
+  // all three to end in order after a Ctrl-C (added to the control timeout: the service may
+  // wait that long for the target's answers).
   std::chrono::milliseconds wind_down = std::chrono::seconds(10);
   // SIGTERM to SIGKILL when stopping the children.
   std::chrono::milliseconds stop_grace = std::chrono::seconds(5);
@@ -56,8 +57,9 @@ struct launcher_bounds {
 void install_launcher_signal_handlers();
 
 // Runs the pipeline and returns zcstore_local's exit status: the initiator's; 1 when another
-// child failed or did not end; 128 + signal after SIGINT/SIGTERM (handled through
-// core::install_stop_signal_handlers(), which the caller installs). Nothing is left running.
+// child failed or did not end; 128 + signal after SIGINT/SIGTERM (see
+// install_launcher_signal_handlers), which is forwarded to a running initiator alone so that
+// the session ends in order, bounded by wind_down. Nothing is left running.
 int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& programs,
                   const launcher_bounds& bounds = {}, output_sink sink = name_bar_writer());
 

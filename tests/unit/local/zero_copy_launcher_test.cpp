@@ -226,19 +226,44 @@ TEST(zero_copy_launcher, missing_program_is_named) {
   EXPECT_FALSE(fakes.started("target"));
 }
 
-TEST(zero_copy_launcher, sigterm_and_sigint_stop_all_three) {
+// The initiator alone gets the signal, ends the session (here: writes "done"), and the service
+// and target then end on their own, as the real programs do.
+TEST(zero_copy_launcher, sigterm_and_sigint_reach_the_initiator_and_the_session_ends_in_order) {
   for (int signo : {SIGTERM, SIGINT}) {
     fake_programs fakes;
-    fakes.initiator = "exec sleep 100";
+    fakes.initiator = "trap 'echo stopped; touch " + fakes.path("done") +
+                      "; exit 7' TERM INT; echo running; while :; do sleep 0.02; done";
     fakes.write();
     test::subprocess launcher(launcher_argv(fakes));
     const pid_t pids[] = {fakes.pid("target"), fakes.pid("service"), fakes.pid("initiator")};
     for (pid_t pid : pids) ASSERT_NE(pid, 0) << launcher.output();
+    ASSERT_TRUE(launcher.wait_for_output("initiator | running", file_bound)) << launcher.output();
     launcher.signal(signo);
     ASSERT_EQ(launcher.wait(run_bound), 128 + signo) << launcher.output();
     for (pid_t pid : pids) EXPECT_TRUE(gone_within(pid, gone_bound)) << pid;
-    EXPECT_NE(launcher.output().find("stopping the pipeline"), std::string::npos);
+    const std::string out = launcher.output();
+    EXPECT_NE(out.find("stopping the pipeline"), std::string::npos) << out;
+    // The target ended its own way (after "done"), not by the launcher's SIGTERM.
+    EXPECT_NE(out.find("target | target stats"), std::string::npos) << out;
+    EXPECT_EQ(out.find("did not end"), std::string::npos) << out;
   }
+}
+
+TEST(zero_copy_launcher, an_initiator_that_ignores_the_stop_is_stopped_after_a_bound) {
+  fake_programs fakes;
+  // Ignored signals stay ignored across exec.
+  fakes.initiator = "trap '' TERM INT; echo ignoring; exec sleep 100";
+  fakes.write();
+  test::subprocess launcher(launcher_argv(fakes));
+  const pid_t pids[] = {fakes.pid("target"), fakes.pid("service"), fakes.pid("initiator")};
+  for (pid_t pid : pids) ASSERT_NE(pid, 0) << launcher.output();
+  ASSERT_TRUE(launcher.wait_for_output("initiator | ignoring", file_bound)) << launcher.output();
+  launcher.signal(SIGTERM);
+  // 10 s + the control timeout for the session to end, 5 s of SIGTERM grace, then SIGKILL.
+  ASSERT_EQ(launcher.wait(run_bound), 128 + SIGTERM) << launcher.output();
+  EXPECT_NE(launcher.output().find("initiator did not end within"), std::string::npos)
+      << launcher.output();
+  for (pid_t pid : pids) EXPECT_TRUE(gone_within(pid, gone_bound)) << pid;
 }
 
 TEST(zero_copy_launcher, sigkill_leaves_no_children) {
