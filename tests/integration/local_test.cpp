@@ -23,8 +23,9 @@ using clock = std::chrono::steady_clock;
 
 // A short run's whole life (start, 256 to 2000 IOs, wind-down) on a loaded 2-core machine.
 constexpr auto run_bound = 120s;
-// The launcher's stop: 5 s SIGTERM grace, then SIGKILL; plus slack for a loaded machine.
-constexpr auto stop_bound = 20s;
+// The launcher's stop: the session's end in order (control timeout 5 s + 10 s), 5 s SIGTERM
+// grace, then SIGKILL; plus slack for a loaded machine.
+constexpr auto stop_bound = 40s;
 constexpr auto gone_bound = 15s;
 constexpr auto start_bound = 60s;
 
@@ -117,9 +118,10 @@ class local_pipeline : public testing::Test {
     return argv;
   }
 
-  // Waits until the initiator's data path runs (the reference's "Async init complete" line).
+  // Waits until the initiator's data path runs (its "running <strategy>" line: after "Async
+  // init complete" it still waits for the start response, and a stop then is no run to drain).
   static std::map<std::string, pid_t> wait_until_running(test::subprocess& run) {
-    if (!run.wait_for_output("Async init complete", start_bound)) return {};
+    if (!run.wait_for_output("running read_throughput_test", start_bound)) return {};
     return child_pids(run.output());
   }
 };
@@ -165,6 +167,12 @@ TEST_F(local_pipeline, sigterm_mid_run_stops_all_three) {
   run.signal(SIGTERM);
   ASSERT_EQ(run.wait(stop_bound), 128 + SIGTERM) << run.output();
   for (const auto& [name, pid] : pids) EXPECT_TRUE(gone_within(pid, gone_bound)) << name;
+  // The initiator alone got the signal: it drained and ended the session, so all three printed
+  // their stats.
+  const std::string out = run.output();
+  EXPECT_TRUE(has_line(out, "initiator | ", "| Operation count:")) << out;
+  EXPECT_TRUE(has_line(out, "service | ", "| Core: 0")) << out;
+  EXPECT_TRUE(has_line(out, "target | ", "| Core: 0")) << out;
 }
 
 TEST_F(local_pipeline, sigkill_to_the_launcher_leaves_no_children) {
