@@ -59,6 +59,11 @@ std::optional<uint64_t> file_size(const std::string& path) {
   return static_cast<uint64_t>(st.st_size);
 }
 
+milliseconds left_until(clock::time_point deadline) {
+  return std::max(milliseconds(0),
+                  std::chrono::duration_cast<milliseconds>(deadline - clock::now()));
+}
+
 long seconds(milliseconds d) {
   return static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
 }
@@ -167,9 +172,7 @@ int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& pr
     if (started.size() == 3 && sup.signal(started.back(), signo)) {
       const auto deadline = clock::now() + wind_down;
       for (auto it = started.rbegin(); it != started.rend(); ++it) {
-        const auto left = std::max(
-            milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - clock::now()));
-        if (!sup.wait_exit_while_stopping(*it, left)) {
+        if (!sup.wait_exit_while_stopping(*it, left_until(deadline))) {
           note(fmt::format("{} did not end within {} s of the stop", sup.name(*it),
                            seconds(wind_down)));
           break;
@@ -251,9 +254,7 @@ int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& pr
   // both end on their own within wind_down, and anything else is a failure the user must see.
   const auto deadline = clock::now() + wind_down;
   for (auto id : {*service, *target}) {
-    const auto left = std::max(milliseconds(0),
-                               std::chrono::duration_cast<milliseconds>(deadline - clock::now()));
-    auto status = sup.wait_exit(id, left);
+    auto status = sup.wait_exit(id, left_until(deadline));
     if (core::stop_requested()) return interrupted();
     if (!status)
       return fail(fmt::format("{} did not exit within {} s after the initiator finished",

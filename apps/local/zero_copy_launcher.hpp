@@ -3,7 +3,9 @@
 // every child on the way out. Control path; call from the main thread only (the thread that
 // starts children must outlive them: PR_SET_PDEATHSIG, see supervisor.hpp).
 //
+//   zc::local::install_launcher_signal_handlers();
 //   auto programs = zc::local::find_programs(options.bin_dir);
+//   if (!programs) return 1;
 //   return zc::local::run_zero_copy(options, *programs);
 #pragma once
 
