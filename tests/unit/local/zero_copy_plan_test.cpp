@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 
 namespace zc::local {
 namespace {
@@ -58,6 +60,17 @@ TEST(zero_copy_options, words_after_double_dash_are_the_initiators) {
   auto o = parsed({"--workers", "2", "--", "--transaction-count", "8", "--workers", "9"});
   EXPECT_EQ(o.workers, 2u);
   EXPECT_EQ(o.initiator_words, (words{"--transaction-count", "8", "--workers", "9"}));
+}
+
+TEST(zero_copy_options, json_file_under_the_command_line) {
+  const std::string path = testing::TempDir() + "zc_local_options.json";
+  std::ofstream(path) << R"({"target-size": "2MiB", "workers": 2, "poll-mode": "event"})";
+  auto o = parsed({"-j", path, "--workers", "3", "--", "--transaction-count", "4"});
+  std::remove(path.c_str());
+  EXPECT_EQ(o.target_size, 2u << 20);
+  EXPECT_EQ(o.workers, 3u);  // the command line wins
+  EXPECT_EQ(o.poll_mode, "event");
+  EXPECT_EQ(o.initiator_words, (words{"--transaction-count", "4"}));
 }
 
 TEST(zero_copy_options, help_exits_zero) {
