@@ -4,6 +4,9 @@
 
 #include "core/log.hpp"
 
+#include <exception>
+#include <optional>
+
 namespace zc::service {
 
 using storage::message;
@@ -143,12 +146,34 @@ message zero_copy_session::on_start(const message& request) {
 }
 
 message zero_copy_session::on_stop(const message& request) {
-  message reply = forward(request, message_type::stop_storage_request, storage::empty_payload{},
-                          message_type::stop_storage_response);
+  // Ours drain first: the IOs in flight still need the target, and once the target stops its
+  // connections, their failure is no error of ours.
+  for (auto& w : workers_) {
+    try {
+      w->drain();
+    } catch (const std::exception& e) {
+      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
+    }
+  }
+  std::optional<message> reply;
+  std::exception_ptr failure;
+  try {
+    reply = forward(request, message_type::stop_storage_request, storage::empty_payload{},
+                    message_type::stop_storage_response);
+  } catch (...) {
+    failure = std::current_exception();
+  }
   stop_workers();
   // The host sees our consumers expire.
-  for (auto& w : workers_) w->close_comch();
-  return relay(reply, request);
+  for (auto& w : workers_) {
+    try {
+      w->close_comch();
+    } catch (const std::exception& e) {
+      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+  return relay(*reply, request);
 }
 
 message zero_copy_session::on_shutdown(const message& request) {

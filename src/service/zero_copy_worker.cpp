@@ -435,11 +435,18 @@ void zero_copy_worker::start_data_path(uint32_t host_consumer_id) {
                limits_.command);
 }
 
-void zero_copy_worker::stop() {
+void zero_copy_worker::drain() {
+  if (drained_) return;
+  drained_ = true;
   io_path* io = io_.get();
   thread_.call([io] { io->stop_serving(); }, limits_.command);
   if (!thread_.wait_until([io] { return io->in_flight() == 0; }, limits_.drain))
     ZC_LOG_ERROR("worker {}: IOs still in flight after {} ms", cpu_, limits_.drain.count());
+}
+
+void zero_copy_worker::stop() {
+  drain();
+  io_path* io = io_.get();
   thread_.call([io] { io->stop_rdma(); }, limits_.command);
   if (!thread_.wait_until([io] { return io->rdma_stopped(); }, limits_.drain))
     ZC_LOG_ERROR("worker {}: rdma connections not stopped after {} ms", cpu_,

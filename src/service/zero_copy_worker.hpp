@@ -65,7 +65,11 @@ class zero_copy_worker {
   bool ready();
   // Posts every receive and serves IOs; answers go to the host consumer `host_consumer_id`.
   void start_data_path(uint32_t host_consumer_id);
-  // Stops taking IOs, lets those in flight finish (bounded), stops the rdma contexts.
+  // Stops taking IOs from the host and lets those in flight finish (bounded): answers from the
+  // target still reach the host. A connection failure after this is no error of the session (the
+  // target stops its side at stop_storage).
+  void drain();
+  // drain(), then stops the rdma contexts (bounded).
   void stop();
   // Stops and destroys the comch producer and consumer (the host sees the consumer expire).
   void close_comch();
@@ -77,6 +81,7 @@ class zero_copy_worker {
   uint32_t cpu_;
   zero_copy_worker_limits limits_;
   uint32_t consumer_id_ = 0;
+  bool drained_ = false;
   core::engine_thread thread_;
   // Declared after thread_: destroyed first, by a job on thread_, which thread_'s join waits for.
   core::engine_owned<io_path> io_;

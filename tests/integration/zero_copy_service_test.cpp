@@ -1,0 +1,462 @@
+// zcstore_comch_to_rdma_zero_copy between a real zcstore_target_rdma and this test, which plays a
+// minimal initiator: the comch control client, one worker's producer and consumer, and an IO
+// region exported for PCI (REFERENCE_SPEC §2.7, §3.6). Every wait is bounded.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comch/consumer.hpp"
+#include "comch/producer.hpp"
+#include "core/buffer.hpp"
+#include "core/memory_map.hpp"
+#include "service/peer_consumers.hpp"
+#include "storage/comch_control_channel.hpp"
+#include "storage/io_message.hpp"
+#include "support/subprocess.hpp"
+
+namespace zc::test {
+namespace {
+
+using namespace std::chrono_literals;
+using storage::io_message_size;
+using storage::io_message_type;
+using storage::message;
+using storage::message_type;
+using clock_type = std::chrono::steady_clock;
+
+constexpr auto start_timeout = 20s;
+constexpr auto exit_timeout = 20s;
+constexpr auto response_timeout = 15s;
+constexpr uint32_t block_size = 4096;
+constexpr uint32_t block_count = 8;
+constexpr uint32_t transactions = 4;  // T: the service uses 2T
+constexpr int control_timeout_s = 3;
+
+const std::map<std::string, std::string> ucx_env = {
+    {"UCX_MM_ERROR_HANDLING", "y"},
+    {"UCX_KEEPALIVE_INTERVAL", "1s"},
+    {"UCX_WARN_UNUSED_ENV_VARS", "n"},
+};
+
+// The port of the "listening on port N" line, once its line is complete (0 if it never is).
+uint16_t logged_port(subprocess& p) {
+  const std::string key = "listening on port ";
+  const auto deadline = clock_type::now() + start_timeout;
+  for (;;) {
+    const std::string out = p.output();
+    const size_t at = out.find(key);
+    const size_t end = at == std::string::npos ? at : out.find('\n', at);
+    if (end != std::string::npos)
+      return static_cast<uint16_t>(std::stoul(out.substr(at + key.size())));
+    if (clock_type::now() >= deadline || !p.running()) return 0;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+// The two programs of the pipeline behind the host.
+struct pipeline {
+  std::string channel = unique_name("zc_zero_copy_it");
+  std::unique_ptr<subprocess> target;
+  std::unique_ptr<subprocess> service;
+  uint16_t port = 0;
+
+  pipeline() {
+    target = std::make_unique<subprocess>(
+        std::vector<std::string>{binary("zcstore_target_rdma"), "-d", "tcp", "--poll-mode", "event",
+                                 "--listen-port", "0", "--cpu", "0", "--block-size",
+                                 std::to_string(block_size), "--block-count",
+                                 std::to_string(block_count)},
+        ucx_env);
+    if (!target->wait_for_output("listening on port", start_timeout)) return;
+    port = logged_port(*target);
+    if (port == 0) return;
+    service = std::make_unique<subprocess>(
+        std::vector<std::string>{binary("zcstore_comch_to_rdma_zero_copy"), "-d", "tcp",
+                                 "--poll-mode", "event", "--cpu", "0", "--storage-server",
+                                 "127.0.0.1:" + std::to_string(port), "--command-channel-name",
+                                 channel, "--control-timeout", std::to_string(control_timeout_s)},
+        ucx_env);
+    (void)service->wait_for_output("listening on channel " + channel, start_timeout);
+  }
+  bool up() const {
+    return service && service->output().find("listening on channel") != std::string::npos;
+  }
+  std::string outputs() const {
+    return "--- target:\n" + (target ? target->output() : "") + "--- service:\n" +
+           (service ? service->output() : "");
+  }
+};
+
+struct io_result {
+  std::array<uint8_t, io_message_size> bytes{};
+  storage::io_message_view view() { return storage::io_message_view(bytes.data()); }
+};
+
+// The initiator's side: control client, IO region, one worker's consumer and producer.
+class host {
+ public:
+  explicit host(const std::string& channel)
+      : client_(std::make_unique<storage::comch_control_client>("auto", channel,
+                                                                clock_type::now() + start_timeout)),
+        region_(core::memory_map::allocate(size_t(block_size) * block_count,
+                                           core::access::local_read_write |
+                                               core::access::pci_read_write |
+                                               core::access::rdma_read | core::access::rdma_write)),
+        messages_(core::memory_map::allocate(
+            size_t(3 * transactions) * io_message_size,
+            core::access::local_read_write | core::access::pci_read_write)),
+        inventory_(3 * transactions) {}
+
+  ~host() { close_data_path(); }
+
+  storage::comch_control_client& client() { return *client_; }
+  core::memory_map& region() { return *region_; }
+  const service::peer_consumers& service_consumers() const { return service_consumers_; }
+
+  // Polls the channel once (bounded); a control message that arrives here is kept.
+  storage::receive_result pump(std::chrono::milliseconds timeout = 5ms) {
+    storage::receive_result r = storage::wait_for(*client_, timeout);
+    while (auto e = client_->take_consumer_event()) service_consumers_.apply(*e);
+    return r;
+  }
+
+  // Sends a request (mid == cid, as the initiator does) and waits for its response.
+  std::optional<message> call(message_type type, storage::message_payload payload = {}) {
+    const uint32_t id = next_id_++;
+    if (client_->send({type, id, id, std::move(payload)}) != status::success) return std::nullopt;
+    const auto deadline = clock_type::now() + response_timeout;
+    while (clock_type::now() < deadline) {
+      storage::receive_result r = pump(10ms);
+      if (r.msg) {
+        EXPECT_EQ(r.msg->message_id, id);
+        EXPECT_EQ(r.msg->correlation_id, id);
+        return r.msg;
+      }
+      if (r.failed() && r.code != status::time_out) return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  // The host worker's consumer (2T receives) and producer (T sends), created after init.
+  void open_data_path() {
+    rx_ = std::make_unique<comch::consumer>(
+        client_->engine(), *client_->connection(),
+        comch::consumer_config{.buffers = messages_.get(),
+                               .post_recv_tasks = 2 * transactions,
+                               .on_recv =
+                                   [this](comch::consumer_post_recv_task& t) {
+                                     io_result r;
+                                     std::memcpy(r.bytes.data(), t.buf().head(), io_message_size);
+                                     received_length_ok_ &= t.received_length() == io_message_size;
+                                     responses_.push_back(r);
+                                     (void)t.buf().set_data(t.buf().head(), 0);
+                                     (void)rx_->submit(t);
+                                   },
+                               .on_recv_error = [](comch::consumer_post_recv_task&) {}});
+    tx_ = std::make_unique<comch::producer>(
+        client_->engine(), *client_->connection(),
+        comch::producer_config{.send_tasks = transactions,
+                               .on_send_done = [this](comch::producer_send_task&) { ++sent_; },
+                               .on_send_error =
+                                   [this](comch::producer_send_task& t) {
+                                     send_errors_.push_back(t.result());
+                                     ++sent_;
+                                   }});
+    ASSERT_EQ(rx_->start(), status::success);
+    ASSERT_EQ(tx_->start(), status::success);
+    for (uint32_t i = 0; i < 3 * transactions; ++i) {
+      core::buffer* b = nullptr;
+      ASSERT_EQ(inventory_.get_by_addr(*messages_, messages_->data() + i * io_message_size,
+                                       io_message_size, b),
+                status::success);
+      buffers_.push_back(b);
+    }
+    for (uint32_t i = 0; i < 2 * transactions; ++i)
+      ASSERT_EQ(rx_->submit(*rx_->allocate_post_recv(*buffers_[i])), status::success);
+    send_task_ = tx_->allocate_send(*buffers_[2 * transactions], 0);
+    ASSERT_NE(send_task_, nullptr);
+  }
+
+  // One IO, waited for: the response, or nullopt when none came in time.
+  std::optional<io_result> io(uint32_t type, uint64_t user_data, uint32_t size,
+                              uint64_t requester_offset, uint64_t storage_offset) {
+    core::buffer& b = *buffers_[2 * transactions];
+    storage::io_message_view m(b.head());
+    m.clear();
+    m.set_type(static_cast<io_message_type>(type));
+    m.set_user_data(user_data);
+    m.set_io_size(size);
+    m.set_requester_offset(requester_offset);
+    m.set_storage_offset(storage_offset);
+    (void)b.set_data(b.head(), io_message_size);
+    const auto target = service_consumers_.for_worker(0);
+    if (!target) return std::nullopt;
+    send_task_->set(b, *target);
+    const uint64_t sent_before = sent_;
+    const auto deadline = clock_type::now() + response_timeout;
+    status s = status::again;
+    while ((s = tx_->submit(*send_task_)) == status::again && clock_type::now() < deadline)
+      pump(1ms);
+    if (s != status::success) return std::nullopt;
+    while ((responses_.empty() || sent_ == sent_before) && clock_type::now() < deadline) {
+      storage::receive_result r = pump(5ms);
+      if (r.failed() && r.code != status::time_out) break;
+    }
+    if (responses_.empty()) return std::nullopt;
+    io_result r = responses_.front();
+    responses_.pop_front();
+    return r;
+  }
+
+  // Stops (and so expires) the host's consumer and producer, bounded.
+  void close_data_path() {
+    if (rx_) (void)rx_->stop();
+    if (tx_) (void)tx_->stop();
+    const auto deadline = clock_type::now() + 5s;
+    auto idle = [&] {
+      return (!rx_ || rx_->state() == core::context_state::idle) &&
+             (!tx_ || tx_->state() == core::context_state::idle);
+    };
+    while (!idle() && clock_type::now() < deadline) pump(5ms);
+    rx_.reset();
+    tx_.reset();
+  }
+
+  bool received_length_ok() const { return received_length_ok_; }
+  const std::vector<status>& send_errors() const { return send_errors_; }
+  std::deque<io_result>& responses() { return responses_; }
+
+  // Query -> init -> (host data path) -> start, as an initiator does; false on any failure.
+  bool walk_to_running() {
+    auto q = call(message_type::query_storage_request);
+    if (!q || q->type != message_type::query_storage_response) return false;
+    const auto& geometry = std::get<storage::query_storage_response_payload>(q->payload);
+    EXPECT_EQ(geometry.total_size, uint64_t(block_size) * block_count);
+    EXPECT_EQ(geometry.block_size, block_size);
+    auto i = call(message_type::init_storage_request,
+                  storage::init_storage_request_payload{transactions, 1, region_->export_pci()});
+    if (!i || i->type != message_type::init_storage_response) {
+      ADD_FAILURE() << "init: " << (i ? storage::to_string(i->type) : "no answer");
+      return false;
+    }
+    // The service's consumer was announced before the init response.
+    EXPECT_EQ(service_consumers_.size(), 1u);
+    open_data_path();
+    auto s = call(message_type::start_storage_request);
+    if (!s || s->type != message_type::start_storage_response) {
+      ADD_FAILURE() << "start: " << (s ? storage::to_string(s->type) : "no answer");
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  std::unique_ptr<storage::comch_control_client> client_;
+  std::unique_ptr<core::memory_map> region_;
+  std::unique_ptr<core::memory_map> messages_;
+  core::buffer_inventory inventory_;
+  std::vector<core::buffer*> buffers_;
+  service::peer_consumers service_consumers_;
+  uint32_t next_id_ = 0;
+  std::deque<io_result> responses_;
+  uint64_t sent_ = 0;
+  std::vector<status> send_errors_;
+  bool received_length_ok_ = true;
+  comch::producer_send_task* send_task_ = nullptr;
+  // Declared last: destroyed (idle) before the buffers and the channel.
+  std::unique_ptr<comch::consumer> rx_;
+  std::unique_ptr<comch::producer> tx_;
+};
+
+constexpr uint32_t read_op = static_cast<uint32_t>(io_message_type::read);
+constexpr uint32_t write_op = static_cast<uint32_t>(io_message_type::write);
+constexpr uint32_t flush_op = static_cast<uint32_t>(io_message_type::flush);
+
+void finish(host& h) {
+  auto stop = h.call(message_type::stop_storage_request);
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(stop->type, message_type::stop_storage_response);
+  h.close_data_path();
+  auto down = h.call(message_type::shutdown_request);
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->type, message_type::shutdown_response);
+  // The service's consumer expired at stop.
+  EXPECT_TRUE(h.service_consumers().empty());
+}
+
+TEST(zero_copy_service, data_written_through_the_pipeline_reads_back_byte_for_byte) {
+  pipeline p;
+  ASSERT_TRUE(p.up()) << p.outputs();
+  {
+    host h(p.channel);
+    ASSERT_TRUE(h.walk_to_running()) << p.outputs();
+    uint8_t* region = h.region().data();
+    const size_t bytes = size_t(block_size) * block_count;
+    std::vector<uint8_t> pattern(bytes);
+    for (size_t i = 0; i < bytes; ++i) pattern[i] = static_cast<uint8_t>((i * 7 + i / 4096) % 251);
+    std::memcpy(region, pattern.data(), bytes);
+    for (uint32_t b = 0; b < block_count; ++b) {
+      auto r =
+          h.io(write_op, 100 + b, block_size, uint64_t(b) * block_size, uint64_t(b) * block_size);
+      ASSERT_TRUE(r) << "write " << b << "\n" << p.outputs();
+      EXPECT_EQ(r->view().type(), io_message_type::result);
+      EXPECT_EQ(r->view().result(), status::success);
+      EXPECT_EQ(r->view().user_data(), 100u + b);
+    }
+    std::memset(region, 0, bytes);
+    // Read the blocks back into other places of the region: block b lands at slot (b + 3) % n.
+    for (uint32_t b = 0; b < block_count; ++b) {
+      const uint64_t slot = (b + 3) % block_count;
+      auto r = h.io(read_op, 200 + b, block_size, slot * block_size, uint64_t(b) * block_size);
+      ASSERT_TRUE(r) << "read " << b << "\n" << p.outputs();
+      EXPECT_EQ(r->view().result(), status::success);
+      EXPECT_EQ(r->view().user_data(), 200u + b);
+      EXPECT_EQ(r->view().io_size(), block_size);
+      EXPECT_EQ(r->view().requester_offset(), slot * block_size);
+      EXPECT_EQ(std::memcmp(region + slot * block_size, pattern.data() + size_t(b) * block_size,
+                            block_size),
+                0)
+          << "block " << b;
+    }
+    EXPECT_TRUE(h.received_length_ok());
+    EXPECT_TRUE(h.send_errors().empty());
+    finish(h);
+  }
+  auto service_exit = p.service->wait(exit_timeout);
+  auto target_exit = p.target->wait(exit_timeout);
+  EXPECT_EQ(service_exit, 0) << p.outputs();
+  EXPECT_EQ(target_exit, 0) << p.outputs();
+  const std::string out = p.service->output();
+  EXPECT_NE(out.find("| Core: 0"), std::string::npos) << out;
+  // 8 writes and 8 reads answered to the host.
+  EXPECT_NE(out.find("| Operation count: 16"), std::string::npos) << out;
+  EXPECT_NE(out.find("| PE hit rate: "), std::string::npos) << out;
+}
+
+TEST(zero_copy_service, a_target_refusal_reaches_the_host_unchanged) {
+  pipeline p;
+  ASSERT_TRUE(p.up()) << p.outputs();
+  {
+    host h(p.channel);
+    ASSERT_TRUE(h.walk_to_running()) << p.outputs();
+    const uint64_t capacity = uint64_t(block_size) * block_count;
+    // A write past the end of the storage: the target refuses it, the host sees INVALID_VALUE
+    // (the reference forced SUCCESS).
+    auto r = h.io(write_op, 7, block_size, 0, capacity);
+    ASSERT_TRUE(r) << p.outputs();
+    EXPECT_EQ(r->view().type(), io_message_type::result);
+    EXPECT_EQ(r->view().result(), status::invalid_value);
+    EXPECT_EQ(r->view().user_data(), 7u);
+    EXPECT_EQ(r->view().storage_offset(), capacity);
+    // Flush is relayed; today's target does not know it.
+    auto f = h.io(flush_op, 8, 0, 0, 0);
+    ASSERT_TRUE(f) << p.outputs();
+    EXPECT_EQ(f->view().result(), status::invalid_value);
+    EXPECT_EQ(f->view().user_data(), 8u);
+    // The pipeline still works after the refusals.
+    auto ok_write = h.io(write_op, 9, block_size, 0, 0);
+    ASSERT_TRUE(ok_write);
+    EXPECT_EQ(ok_write->view().result(), status::success);
+    finish(h);
+  }
+  // The service relayed everything it was given: no error of its own.
+  EXPECT_EQ(p.service->wait(exit_timeout), 0) << p.outputs();
+  // The target counts the IOs it refused as errors of its data path.
+  EXPECT_TRUE(p.target->wait(exit_timeout).has_value()) << p.outputs();
+}
+
+TEST(zero_copy_service, requests_out_of_order_get_unexpected_with_the_clients_ids) {
+  pipeline p;
+  ASSERT_TRUE(p.up()) << p.outputs();
+  host h(p.channel);
+  auto r = h.call(message_type::start_storage_request);  // query expected
+  ASSERT_TRUE(r) << p.outputs();
+  EXPECT_EQ(r->type, message_type::error_response);
+  const auto& e = std::get<storage::error_response_payload>(r->payload);
+  EXPECT_EQ(e.error_code, status::unexpected);
+  EXPECT_EQ(e.message, "Unexpected start_storage_request while expecting a query_storage_request");
+  // Init asks for more cores than the service has: the text names the requested count.
+  auto region_blob = h.region().export_pci();
+  auto i = h.call(message_type::init_storage_request,
+                  storage::init_storage_request_payload{transactions, 3, region_blob});
+  ASSERT_TRUE(i);
+  ASSERT_EQ(i->type, message_type::error_response);
+  const auto& ie = std::get<storage::error_response_payload>(i->payload);
+  EXPECT_EQ(ie.error_code, status::invalid_value);
+  EXPECT_EQ(ie.message, "Unable to create 3 threads as only 1 were defined");
+  auto down = h.call(message_type::shutdown_request);
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->type, message_type::shutdown_response);
+  EXPECT_EQ(p.service->wait(exit_timeout), 0) << p.outputs();
+  EXPECT_EQ(p.target->wait(exit_timeout), 0) << p.outputs();
+}
+
+TEST(zero_copy_service, a_killed_target_ends_the_session_with_a_failure) {
+  pipeline p;
+  ASSERT_TRUE(p.up()) << p.outputs();
+  host h(p.channel);
+  ASSERT_TRUE(h.walk_to_running()) << p.outputs();
+  p.target->signal(SIGKILL);
+  ASSERT_TRUE(p.target->wait(exit_timeout).has_value());
+  // The host loses the service's consumer or its connection; IOs get errors, never hang.
+  const auto deadline = clock_type::now() + exit_timeout;
+  bool ended = false;
+  while (!ended && clock_type::now() < deadline) {
+    storage::receive_result r = h.pump(10ms);
+    ended = (r.failed() && r.code != status::time_out) || h.service_consumers().empty();
+  }
+  EXPECT_TRUE(ended) << p.outputs();
+  auto exit = p.service->wait(exit_timeout);
+  ASSERT_TRUE(exit.has_value()) << p.outputs();
+  EXPECT_NE(*exit, 0);
+  EXPECT_NE(p.service->output().find("connection lost"), std::string::npos) << p.outputs();
+}
+
+TEST(zero_copy_service, a_lost_client_fails_the_session_and_shuts_the_target_down) {
+  pipeline p;
+  ASSERT_TRUE(p.up()) << p.outputs();
+  {
+    host h(p.channel);
+    ASSERT_TRUE(h.walk_to_running()) << p.outputs();
+    h.close_data_path();
+    h.client().close();
+  }
+  auto exit = p.service->wait(exit_timeout);
+  ASSERT_TRUE(exit.has_value()) << p.outputs();
+  EXPECT_EQ(*exit, 1) << p.outputs();
+  // The target was told shutdown and ended.
+  EXPECT_TRUE(p.target->wait(exit_timeout).has_value()) << p.outputs();
+}
+
+TEST(zero_copy_service, bad_flags_are_one_line_and_exit_2) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--cpu", "0", "--storage-server", "1.2.3:4"},
+      {"--cpu", "0", "--storage-server", "127.0.0.1:1", "--control-timeout", "0"},
+      {"--storage-server", "127.0.0.1:1"},
+      {"--cpu", "0"},
+  };
+  for (const auto& args : cases) {
+    std::vector<std::string> argv{binary("zcstore_comch_to_rdma_zero_copy")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    subprocess s(argv);
+    EXPECT_EQ(s.wait(exit_timeout), 2) << s.output();
+    EXPECT_NE(s.output().find("zcstore_comch_to_rdma_zero_copy: "), std::string::npos);
+  }
+  subprocess zero({binary("zcstore_comch_to_rdma_zero_copy"), "--cpu", "0", "--storage-server",
+                   "127.0.0.1:1", "--control-timeout", "0"});
+  EXPECT_EQ(zero.wait(exit_timeout), 2);
+  EXPECT_NE(zero.output().find("control-timeout must not be zero"), std::string::npos);
+  EXPECT_NE(zero.output().find("Invalid zero_copy_app_configuration detected"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zc::test
