@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -147,7 +148,7 @@ class host {
   }
 
   // The host worker's consumer (2T receives) and producer (T sends), created after init.
-  void open_data_path() {
+  void open_data_path(uint32_t posted = 2 * transactions) {
     rx_ = std::make_unique<comch::consumer>(
         client_->engine(), *client_->connection(),
         comch::consumer_config{.buffers = messages_.get(),
@@ -180,10 +181,46 @@ class host {
                 status::success);
       buffers_.push_back(b);
     }
-    for (uint32_t i = 0; i < 2 * transactions; ++i)
+    for (uint32_t i = 0; i < posted; ++i)
       ASSERT_EQ(rx_->submit(*rx_->allocate_post_recv(*buffers_[i])), status::success);
-    send_task_ = tx_->allocate_send(*buffers_[2 * transactions], 0);
-    ASSERT_NE(send_task_, nullptr);
+    for (uint32_t i = 0; i < transactions; ++i) {
+      send_tasks_.push_back(tx_->allocate_send(*buffers_[2 * transactions + i], 0));
+      ASSERT_NE(send_tasks_.back(), nullptr);
+    }
+    send_task_ = send_tasks_[0];
+  }
+
+  // Up to T IOs at once; the responses, in arrival order (empty when not all came in time).
+  std::vector<io_result> ios(const std::vector<std::array<uint64_t, 5>>& requests) {
+    const auto target = service_consumers_.for_worker(0);
+    if (!target || requests.size() > transactions) return {};
+    const uint64_t sent_before = sent_;
+    const auto deadline = clock_type::now() + response_timeout;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      core::buffer& b = *buffers_[2 * transactions + i];
+      storage::io_message_view m(b.head());
+      m.clear();
+      m.set_type(static_cast<io_message_type>(requests[i][0]));
+      m.set_user_data(requests[i][1]);
+      m.set_io_size(static_cast<uint32_t>(requests[i][2]));
+      m.set_requester_offset(requests[i][3]);
+      m.set_storage_offset(requests[i][4]);
+      (void)b.set_data(b.head(), io_message_size);
+      send_tasks_[i]->set(b, *target);
+      status s = status::again;
+      while ((s = tx_->submit(*send_tasks_[i])) == status::again && clock_type::now() < deadline)
+        pump(1ms);
+      if (s != status::success) return {};
+    }
+    while ((responses_.size() < requests.size() || sent_ - sent_before < requests.size()) &&
+           clock_type::now() < deadline) {
+      storage::receive_result r = pump(5ms);
+      if (r.failed() && r.code != status::time_out) break;
+    }
+    if (responses_.size() < requests.size()) return {};
+    std::vector<io_result> out(responses_.begin(), responses_.end());
+    responses_.clear();
+    return out;
   }
 
   // One IO, waited for: the response, or nullopt when none came in time.
@@ -236,7 +273,7 @@ class host {
   std::deque<io_result>& responses() { return responses_; }
 
   // Query -> init -> (host data path) -> start, as an initiator does; false on any failure.
-  bool walk_to_running() {
+  bool walk_to_running(uint32_t posted = 2 * transactions) {
     auto q = call(message_type::query_storage_request);
     if (!q || q->type != message_type::query_storage_response) return false;
     const auto& geometry = std::get<storage::query_storage_response_payload>(q->payload);
@@ -250,7 +287,7 @@ class host {
     }
     // The service's consumer was announced before the init response.
     EXPECT_EQ(service_consumers_.size(), 1u);
-    open_data_path();
+    open_data_path(posted);
     auto s = call(message_type::start_storage_request);
     if (!s || s->type != message_type::start_storage_response) {
       ADD_FAILURE() << "start: " << (s ? storage::to_string(s->type) : "no answer");
@@ -272,6 +309,7 @@ class host {
   std::vector<status> send_errors_;
   bool received_length_ok_ = true;
   comch::producer_send_task* send_task_ = nullptr;
+  std::vector<comch::producer_send_task*> send_tasks_;
   // Declared last: destroyed (idle) before the buffers and the channel.
   std::unique_ptr<comch::consumer> rx_;
   std::unique_ptr<comch::producer> tx_;
@@ -342,6 +380,43 @@ TEST(zero_copy_service, data_written_through_the_pipeline_reads_back_byte_for_by
   EXPECT_NE(out.find("| PE hit rate: "), std::string::npos) << out;
 }
 
+// The host posts a single receive buffer, so the service's answers find none posted most of the
+// time: they wait in the worker's backlog, in order, and all arrive.
+TEST(zero_copy_service, answers_wait_for_a_host_that_posted_too_few_buffers) {
+  pipeline p;
+  ASSERT_TRUE(p.up()) << p.outputs();
+  {
+    host h(p.channel);
+    ASSERT_TRUE(h.walk_to_running(1)) << p.outputs();
+    uint8_t* region = h.region().data();
+    for (uint32_t i = 0; i < transactions * block_size; ++i)
+      region[i] = static_cast<uint8_t>(i * 13 + 1);
+    std::vector<uint8_t> pattern(region, region + transactions * block_size);
+    std::vector<std::array<uint64_t, 5>> writes, reads;
+    for (uint64_t b = 0; b < transactions; ++b) {
+      writes.push_back({write_op, b, block_size, b * block_size, (b + 2) * block_size});
+      reads.push_back({read_op, 10 + b, block_size, b * block_size, (b + 2) * block_size});
+    }
+    auto w = h.ios(writes);
+    ASSERT_EQ(w.size(), transactions) << p.outputs();
+    for (auto& r : w) EXPECT_EQ(r.view().result(), status::success);
+    std::memset(region, 0, transactions * block_size);
+    auto r = h.ios(reads);
+    ASSERT_EQ(r.size(), transactions) << p.outputs();
+    std::vector<uint64_t> seen;
+    for (auto& x : r) {
+      EXPECT_EQ(x.view().result(), status::success);
+      seen.push_back(x.view().user_data());
+    }
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(seen, (std::vector<uint64_t>{10, 11, 12, 13}));
+    EXPECT_EQ(std::memcmp(region, pattern.data(), pattern.size()), 0);
+    finish(h);
+  }
+  EXPECT_EQ(p.service->wait(exit_timeout), 0) << p.outputs();
+  EXPECT_EQ(p.target->wait(exit_timeout), 0) << p.outputs();
+}
+
 TEST(zero_copy_service, a_target_refusal_reaches_the_host_unchanged) {
   pipeline p;
   ASSERT_TRUE(p.up()) << p.outputs();
@@ -407,6 +482,12 @@ TEST(zero_copy_service, a_killed_target_ends_the_session_with_a_failure) {
   ASSERT_TRUE(h.walk_to_running()) << p.outputs();
   p.target->signal(SIGKILL);
   ASSERT_TRUE(p.target->wait(exit_timeout).has_value());
+  // An IO now cannot succeed: it comes back with an error, or the service's consumer is gone.
+  if (auto r = h.io(write_op, 1, block_size, 0, 0)) {
+    EXPECT_EQ(r->view().type(), io_message_type::result);
+    EXPECT_NE(r->view().result(), status::success);
+    EXPECT_EQ(r->view().user_data(), 1u);
+  }
   // The host loses the service's consumer or its connection; IOs get errors, never hang.
   const auto deadline = clock_type::now() + exit_timeout;
   bool ended = false;
@@ -435,6 +516,16 @@ TEST(zero_copy_service, a_lost_client_fails_the_session_and_shuts_the_target_dow
   EXPECT_EQ(*exit, 1) << p.outputs();
   // The target was told shutdown and ended.
   EXPECT_TRUE(p.target->wait(exit_timeout).has_value()) << p.outputs();
+}
+
+TEST(zero_copy_service, a_stop_request_while_idle_ends_both_programs_cleanly) {
+  pipeline p;
+  ASSERT_TRUE(p.up()) << p.outputs();
+  p.service->signal(SIGTERM);
+  EXPECT_EQ(p.service->wait(exit_timeout), 0) << p.outputs();
+  // The target was told shutdown: it ends too, and nothing is left running.
+  EXPECT_EQ(p.target->wait(exit_timeout), 0) << p.outputs();
+  EXPECT_NE(p.service->output().find("| Core: 0"), std::string::npos) << p.outputs();
 }
 
 TEST(zero_copy_service, bad_flags_are_one_line_and_exit_2) {
