@@ -70,22 +70,42 @@ struct pipeline {
   std::unique_ptr<subprocess> service;
   uint16_t port = 0;
 
-  pipeline() {
-    target = std::make_unique<subprocess>(
-        std::vector<std::string>{binary("zcstore_target_rdma"), "-d", "tcp", "--poll-mode", "event",
-                                 "--listen-port", "0", "--cpu", "0", "--block-size",
-                                 std::to_string(block_size), "--block-count",
-                                 std::to_string(block_count)},
-        ucx_env);
+  // `workers` cores on both programs (--cpu 0, --cpu 1, ...).
+  explicit pipeline(uint32_t workers = 1) {
+    std::vector<std::string> cpus;
+    for (uint32_t i = 0; i < workers; ++i) {
+      cpus.push_back("--cpu");
+      cpus.push_back(std::to_string(i % std::max(1u, std::thread::hardware_concurrency())));
+    }
+    std::vector<std::string> target_argv{binary("zcstore_target_rdma"),
+                                         "-d",
+                                         "tcp",
+                                         "--poll-mode",
+                                         "event",
+                                         "--listen-port",
+                                         "0",
+                                         "--block-size",
+                                         std::to_string(block_size),
+                                         "--block-count",
+                                         std::to_string(block_count)};
+    target_argv.insert(target_argv.end(), cpus.begin(), cpus.end());
+    target = std::make_unique<subprocess>(target_argv, ucx_env);
     if (!target->wait_for_output("listening on port", start_timeout)) return;
     port = logged_port(*target);
     if (port == 0) return;
-    service = std::make_unique<subprocess>(
-        std::vector<std::string>{binary("zcstore_comch_to_rdma_zero_copy"), "-d", "tcp",
-                                 "--poll-mode", "event", "--cpu", "0", "--storage-server",
-                                 "127.0.0.1:" + std::to_string(port), "--command-channel-name",
-                                 channel, "--control-timeout", std::to_string(control_timeout_s)},
-        ucx_env);
+    std::vector<std::string> service_argv{binary("zcstore_comch_to_rdma_zero_copy"),
+                                          "-d",
+                                          "tcp",
+                                          "--poll-mode",
+                                          "event",
+                                          "--storage-server",
+                                          "127.0.0.1:" + std::to_string(port),
+                                          "--command-channel-name",
+                                          channel,
+                                          "--control-timeout",
+                                          std::to_string(control_timeout_s)};
+    service_argv.insert(service_argv.end(), cpus.begin(), cpus.end());
+    service = std::make_unique<subprocess>(service_argv, ucx_env);
     (void)service->wait_for_output("listening on channel " + channel, start_timeout);
   }
   bool up() const {
@@ -98,24 +118,26 @@ struct pipeline {
 };
 
 struct io_result {
+  uint32_t worker = 0;  // the host worker whose consumer it reached
   std::array<uint8_t, io_message_size> bytes{};
   storage::io_message_view view() { return storage::io_message_view(bytes.data()); }
 };
 
-// The initiator's side: control client, IO region, one worker's consumer and producer.
+// The initiator's side: control client, IO region, per worker a consumer and a producer.
 class host {
  public:
-  explicit host(const std::string& channel)
-      : client_(std::make_unique<storage::comch_control_client>("auto", channel,
+  explicit host(const std::string& channel, uint32_t workers = 1)
+      : workers_(workers),
+        client_(std::make_unique<storage::comch_control_client>("auto", channel,
                                                                 clock_type::now() + start_timeout)),
         region_(core::memory_map::allocate(size_t(block_size) * block_count,
                                            core::access::local_read_write |
                                                core::access::pci_read_write |
                                                core::access::rdma_read | core::access::rdma_write)),
         messages_(core::memory_map::allocate(
-            size_t(3 * transactions) * io_message_size,
+            size_t(workers) * 3 * transactions * io_message_size,
             core::access::local_read_write | core::access::pci_read_write)),
-        inventory_(3 * transactions) {}
+        inventory_(workers * 3 * transactions) {}
 
   ~host() { close_data_path(); }
 
@@ -147,47 +169,54 @@ class host {
     return std::nullopt;
   }
 
-  // The host worker's consumer (2T receives) and producer (T sends), created after init.
+  // Per host worker, in index order (the pairing rule): a consumer (2T receives, of which
+  // `posted` are posted) started before the next one is created, and a producer (T sends).
   void open_data_path(uint32_t posted = 2 * transactions) {
-    rx_ = std::make_unique<comch::consumer>(
-        client_->engine(), *client_->connection(),
-        comch::consumer_config{.buffers = messages_.get(),
-                               .post_recv_tasks = 2 * transactions,
-                               .on_recv =
-                                   [this](comch::consumer_post_recv_task& t) {
-                                     io_result r;
-                                     std::memcpy(r.bytes.data(), t.buf().head(), io_message_size);
-                                     received_length_ok_ &= t.received_length() == io_message_size;
-                                     responses_.push_back(r);
-                                     (void)t.buf().set_data(t.buf().head(), 0);
-                                     (void)rx_->submit(t);
-                                   },
-                               .on_recv_error = [](comch::consumer_post_recv_task&) {}});
-    tx_ = std::make_unique<comch::producer>(
-        client_->engine(), *client_->connection(),
-        comch::producer_config{.send_tasks = transactions,
-                               .on_send_done = [this](comch::producer_send_task&) { ++sent_; },
-                               .on_send_error =
-                                   [this](comch::producer_send_task& t) {
-                                     send_errors_.push_back(t.result());
-                                     ++sent_;
-                                   }});
-    ASSERT_EQ(rx_->start(), status::success);
-    ASSERT_EQ(tx_->start(), status::success);
-    for (uint32_t i = 0; i < 3 * transactions; ++i) {
+    for (uint32_t i = 0; i < workers_ * 3 * transactions; ++i) {
       core::buffer* b = nullptr;
       ASSERT_EQ(inventory_.get_by_addr(*messages_, messages_->data() + i * io_message_size,
                                        io_message_size, b),
                 status::success);
       buffers_.push_back(b);
     }
-    for (uint32_t i = 0; i < posted; ++i)
-      ASSERT_EQ(rx_->submit(*rx_->allocate_post_recv(*buffers_[i])), status::success);
-    for (uint32_t i = 0; i < transactions; ++i) {
-      send_tasks_.push_back(tx_->allocate_send(*buffers_[2 * transactions + i], 0));
-      ASSERT_NE(send_tasks_.back(), nullptr);
+    for (uint32_t w = 0; w < workers_; ++w) {
+      rxs_.push_back(std::make_unique<comch::consumer>(
+          client_->engine(), *client_->connection(),
+          comch::consumer_config{.buffers = messages_.get(),
+                                 .post_recv_tasks = 2 * transactions,
+                                 .on_recv =
+                                     [this, w](comch::consumer_post_recv_task& t) {
+                                       io_result r;
+                                       r.worker = w;
+                                       std::memcpy(r.bytes.data(), t.buf().head(), io_message_size);
+                                       received_length_ok_ &=
+                                           t.received_length() == io_message_size;
+                                       responses_.push_back(r);
+                                       (void)t.buf().set_data(t.buf().head(), 0);
+                                       (void)rxs_[w]->submit(t);
+                                     },
+                                 .on_recv_error = [](comch::consumer_post_recv_task&) {}}));
+      ASSERT_EQ(rxs_.back()->start(), status::success);
+      txs_.push_back(std::make_unique<comch::producer>(
+          client_->engine(), *client_->connection(),
+          comch::producer_config{.send_tasks = transactions,
+                                 .on_send_done = [this](comch::producer_send_task&) { ++sent_; },
+                                 .on_send_error =
+                                     [this](comch::producer_send_task& t) {
+                                       send_errors_.push_back(t.result());
+                                       ++sent_;
+                                     }}));
+      ASSERT_EQ(txs_.back()->start(), status::success);
+      const uint32_t base = w * 3 * transactions;
+      for (uint32_t i = 0; i < posted; ++i)
+        ASSERT_EQ(rxs_[w]->submit(*rxs_[w]->allocate_post_recv(*buffers_[base + i])),
+                  status::success);
+      send_tasks_.emplace_back();
+      for (uint32_t i = 0; i < transactions; ++i) {
+        send_tasks_[w].push_back(txs_[w]->allocate_send(*buffers_[base + 2 * transactions + i], 0));
+        ASSERT_NE(send_tasks_[w].back(), nullptr);
+      }
     }
-    send_task_ = send_tasks_[0];
   }
 
   // Up to T IOs at once; the responses, in arrival order (empty when not all came in time).
@@ -197,7 +226,7 @@ class host {
     const uint64_t sent_before = sent_;
     const auto deadline = clock_type::now() + response_timeout;
     for (size_t i = 0; i < requests.size(); ++i) {
-      core::buffer& b = *buffers_[2 * transactions + i];
+      core::buffer& b = *buffers_[2 * transactions + i];  // worker 0's
       storage::io_message_view m(b.head());
       m.clear();
       m.set_type(static_cast<io_message_type>(requests[i][0]));
@@ -206,9 +235,10 @@ class host {
       m.set_requester_offset(requests[i][3]);
       m.set_storage_offset(requests[i][4]);
       (void)b.set_data(b.head(), io_message_size);
-      send_tasks_[i]->set(b, *target);
+      send_tasks_[0][i]->set(b, *target);
       status s = status::again;
-      while ((s = tx_->submit(*send_tasks_[i])) == status::again && clock_type::now() < deadline)
+      while ((s = txs_[0]->submit(*send_tasks_[0][i])) == status::again &&
+             clock_type::now() < deadline)
         pump(1ms);
       if (s != status::success) return {};
     }
@@ -225,8 +255,9 @@ class host {
 
   // One IO, waited for: the response, or nullopt when none came in time.
   std::optional<io_result> io(uint32_t type, uint64_t user_data, uint32_t size,
-                              uint64_t requester_offset, uint64_t storage_offset) {
-    core::buffer& b = *buffers_[2 * transactions];
+                              uint64_t requester_offset, uint64_t storage_offset,
+                              uint32_t worker = 0) {
+    core::buffer& b = *buffers_[worker * 3 * transactions + 2 * transactions];
     storage::io_message_view m(b.head());
     m.clear();
     m.set_type(static_cast<io_message_type>(type));
@@ -235,13 +266,15 @@ class host {
     m.set_requester_offset(requester_offset);
     m.set_storage_offset(storage_offset);
     (void)b.set_data(b.head(), io_message_size);
-    const auto target = service_consumers_.for_worker(0);
+    // Host worker i sends to the service consumer with the i-th smallest id.
+    const auto target = service_consumers_.for_worker(worker);
     if (!target) return std::nullopt;
-    send_task_->set(b, *target);
+    comch::producer_send_task* send_task = send_tasks_[worker][0];
+    send_task->set(b, *target);
     const uint64_t sent_before = sent_;
     const auto deadline = clock_type::now() + response_timeout;
     status s = status::again;
-    while ((s = tx_->submit(*send_task_)) == status::again && clock_type::now() < deadline)
+    while ((s = txs_[worker]->submit(*send_task)) == status::again && clock_type::now() < deadline)
       pump(1ms);
     if (s != status::success) return std::nullopt;
     while ((responses_.empty() || sent_ == sent_before) && clock_type::now() < deadline) {
@@ -256,16 +289,19 @@ class host {
 
   // Stops (and so expires) the host's consumer and producer, bounded.
   void close_data_path() {
-    if (rx_) (void)rx_->stop();
-    if (tx_) (void)tx_->stop();
+    for (auto& rx : rxs_) (void)rx->stop();
+    for (auto& tx : txs_) (void)tx->stop();
     const auto deadline = clock_type::now() + 5s;
     auto idle = [&] {
-      return (!rx_ || rx_->state() == core::context_state::idle) &&
-             (!tx_ || tx_->state() == core::context_state::idle);
+      for (auto& rx : rxs_)
+        if (rx->state() != core::context_state::idle) return false;
+      for (auto& tx : txs_)
+        if (tx->state() != core::context_state::idle) return false;
+      return true;
     };
     while (!idle() && clock_type::now() < deadline) pump(5ms);
-    rx_.reset();
-    tx_.reset();
+    rxs_.clear();
+    txs_.clear();
   }
 
   bool received_length_ok() const { return received_length_ok_; }
@@ -279,14 +315,15 @@ class host {
     const auto& geometry = std::get<storage::query_storage_response_payload>(q->payload);
     EXPECT_EQ(geometry.total_size, uint64_t(block_size) * block_count);
     EXPECT_EQ(geometry.block_size, block_size);
-    auto i = call(message_type::init_storage_request,
-                  storage::init_storage_request_payload{transactions, 1, region_->export_pci()});
+    auto i =
+        call(message_type::init_storage_request,
+             storage::init_storage_request_payload{transactions, workers_, region_->export_pci()});
     if (!i || i->type != message_type::init_storage_response) {
       ADD_FAILURE() << "init: " << (i ? storage::to_string(i->type) : "no answer");
       return false;
     }
-    // The service's consumer was announced before the init response.
-    EXPECT_EQ(service_consumers_.size(), 1u);
+    // The service's consumers were announced before the init response.
+    EXPECT_EQ(service_consumers_.size(), workers_);
     open_data_path(posted);
     auto s = call(message_type::start_storage_request);
     if (!s || s->type != message_type::start_storage_response) {
@@ -297,6 +334,7 @@ class host {
   }
 
  private:
+  uint32_t workers_;
   std::unique_ptr<storage::comch_control_client> client_;
   std::unique_ptr<core::memory_map> region_;
   std::unique_ptr<core::memory_map> messages_;
@@ -308,11 +346,10 @@ class host {
   uint64_t sent_ = 0;
   std::vector<status> send_errors_;
   bool received_length_ok_ = true;
-  comch::producer_send_task* send_task_ = nullptr;
-  std::vector<comch::producer_send_task*> send_tasks_;
+  std::vector<std::vector<comch::producer_send_task*>> send_tasks_;  // per worker
   // Declared last: destroyed (idle) before the buffers and the channel.
-  std::unique_ptr<comch::consumer> rx_;
-  std::unique_ptr<comch::producer> tx_;
+  std::vector<std::unique_ptr<comch::consumer>> rxs_;
+  std::vector<std::unique_ptr<comch::producer>> txs_;
 };
 
 constexpr uint32_t read_op = static_cast<uint32_t>(io_message_type::read);
@@ -378,6 +415,34 @@ TEST(zero_copy_service, data_written_through_the_pipeline_reads_back_byte_for_by
   // 8 writes and 8 reads answered to the host.
   EXPECT_NE(out.find("| Operation count: 16"), std::string::npos) << out;
   EXPECT_NE(out.find("| PE hit rate: "), std::string::npos) << out;
+}
+
+// Two workers on each side: host worker i's IO reaches service worker i (the i-th smallest of
+// the service's consumer ids) and its answer comes back to host worker i's consumer.
+TEST(zero_copy_service, each_host_worker_is_answered_through_its_paired_service_worker) {
+  pipeline p(2);
+  ASSERT_TRUE(p.up()) << p.outputs();
+  {
+    host h(p.channel, 2);
+    ASSERT_TRUE(h.walk_to_running()) << p.outputs();
+    std::memset(h.region().data(), 0x5a, block_size);
+    for (uint32_t round = 0; round < 3; ++round) {
+      for (uint32_t w = 0; w < 2; ++w) {
+        auto r = h.io(write_op, 1000 * w + round, block_size, 0, uint64_t(w) * block_size, w);
+        ASSERT_TRUE(r) << "worker " << w << "\n" << p.outputs();
+        EXPECT_EQ(r->worker, w);
+        EXPECT_EQ(r->view().result(), status::success);
+        EXPECT_EQ(r->view().user_data(), 1000u * w + round);
+      }
+    }
+    finish(h);
+  }
+  EXPECT_EQ(p.service->wait(exit_timeout), 0) << p.outputs();
+  EXPECT_EQ(p.target->wait(exit_timeout), 0) << p.outputs();
+  // One block per core, 3 answers each.
+  const std::string out = p.service->output();
+  EXPECT_NE(out.find("| Core: 0\n| Operation count: 3"), std::string::npos) << out;
+  EXPECT_NE(out.find("| Core: 1\n| Operation count: 3"), std::string::npos) << out;
 }
 
 // The host posts a single receive buffer, so the service's answers find none posted most of the
