@@ -103,7 +103,7 @@ class pipeline {
                                   "-d",
                                   options_.service_device,
                                   "-r",
-                                  "host-pf0",
+                                  "auto",
                                   "--poll-mode",
                                   "event",
                                   "--storage-server",
