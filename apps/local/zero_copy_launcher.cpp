@@ -1,6 +1,7 @@
 #include "zero_copy_launcher.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -127,6 +128,19 @@ std::optional<zero_copy_programs> find_programs(const std::string& bin_dir) {
   return programs;
 }
 
+std::vector<uint32_t> usable_cpus() {
+  std::vector<uint32_t> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (uint32_t cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  if (cpus.empty())
+    for (uint32_t cpu = 0; cpu < std::max(1u, std::thread::hardware_concurrency()); ++cpu)
+      cpus.push_back(cpu);
+  return cpus;
+}
+
 output_sink name_bar_writer(int out_fd, int err_fd) {
   return [out_fd, err_fd](const output_line& line) {
     std::string text;
@@ -149,7 +163,7 @@ int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& pr
   supervision.sink = std::move(sink);
   supervision.destructor_grace = bounds.stop_grace;
   supervisor sup(std::move(supervision));
-  const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::vector<uint32_t> cores = usable_cpus();
   const std::string channel = unique_channel_name("zcstore_local");
 
   auto fail = [&](const std::string& why) {

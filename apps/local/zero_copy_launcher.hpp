@@ -10,8 +10,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "supervisor.hpp"
 #include "zero_copy_plan.hpp"
@@ -36,6 +38,11 @@ std::optional<std::string> find_program(const std::string& program, const std::s
 
 // The three programs, or nullopt after printing which one is missing and where it was looked for.
 std::optional<zero_copy_programs> find_programs(const std::string& bin_dir);
+
+// The cores this process may run on (its affinity mask: taskset, a container's cpuset), in
+// ascending order; 0 .. hardware_concurrency - 1 when the mask cannot be read. The children are
+// pinned to these, since pinning to a core outside the mask fails.
+std::vector<uint32_t> usable_cpus();
 
 // The sink zcstore_local uses: "<name> | text\n" in one write(2), to out_fd for a child's stdout
 // and err_fd for its stderr, so a line is never mixed with another.

@@ -36,7 +36,7 @@ void add_log_levels(std::vector<std::string>& argv, const zero_copy_options& opt
     argv.insert(argv.end(), {"--sdk-log-level", std::to_string(*options.sdk_log_level)});
 }
 
-void add_cpus(std::vector<std::string>& argv, uint32_t count, uint32_t cores) {
+void add_cpus(std::vector<std::string>& argv, uint32_t count, const std::vector<uint32_t>& cores) {
   for (uint32_t cpu : round_robin_cpus(count, cores)) {
     argv.emplace_back("--cpu");
     argv.push_back(std::to_string(cpu));
@@ -85,8 +85,9 @@ parse_result parse_zero_copy_options(const std::vector<std::string>& words) {
   app.add_option("--content", out.content,
                  "Initial target content (.sbc or raw file); also the initiator's "
                  "--storage-plain-content unless given after --");
-  app.add_option("--workers", out.workers,
-                 "Worker threads of each program; cores are assigned round robin from 0")
+  app.add_option(
+         "--workers", out.workers,
+         "Worker threads of each program, pinned round robin to the cores zcstore_local may use")
       ->check(CLI::Range(1u, max_workers))
       ->capture_default_str();
   app.add_option("--control-timeout", out.control_timeout_seconds,
@@ -138,10 +139,9 @@ parse_result parse_zero_copy_options(const std::vector<std::string>& words) {
   return result;
 }
 
-std::vector<uint32_t> round_robin_cpus(uint32_t count, uint32_t cores) {
-  cores = std::max(cores, 1u);
+std::vector<uint32_t> round_robin_cpus(uint32_t count, const std::vector<uint32_t>& cores) {
   std::vector<uint32_t> cpus;
-  for (uint32_t i = 0; i < count; ++i) cpus.push_back(i % cores);
+  for (uint32_t i = 0; i < count; ++i) cpus.push_back(cores.empty() ? 0 : cores[i % cores.size()]);
   return cpus;
 }
 
@@ -169,7 +169,8 @@ uint64_t target_block_count(const zero_copy_options& options,
 }
 
 std::vector<std::string> target_argv(const zero_copy_options& options, const std::string& program,
-                                     std::optional<uint64_t> content_size, uint32_t cores) {
+                                     std::optional<uint64_t> content_size,
+                                     const std::vector<uint32_t>& cores) {
   std::vector<std::string> argv{program, "-d", options.device};
   add_cpus(argv, options.workers, cores);
   // Port 0: the target binds any free port and logs "listening on port N", so two launchers on
@@ -185,7 +186,7 @@ std::vector<std::string> target_argv(const zero_copy_options& options, const std
 
 std::vector<std::string> service_argv(const zero_copy_options& options, const std::string& program,
                                       const std::string& channel, uint16_t target_port,
-                                      uint32_t cores) {
+                                      const std::vector<uint32_t>& cores) {
   std::vector<std::string> argv{program, "-d", options.device, "-r", representor_label};
   add_cpus(argv, initiator_worker_count(options), cores);
   argv.insert(argv.end(),
@@ -207,7 +208,7 @@ uint32_t initiator_worker_count(const zero_copy_options& options) {
 
 std::vector<std::string> initiator_argv(const zero_copy_options& options,
                                         const std::string& program, const std::string& channel,
-                                        uint32_t cores) {
+                                        const std::vector<uint32_t>& cores) {
   std::vector<std::string> argv{program, std::string(channel_flag), channel};
   add_default(argv, options, "--device", options.device, "-d");
   if (!has_flag(options.initiator_words, "--cpu")) add_cpus(argv, options.workers, cores);

@@ -54,8 +54,9 @@ struct parse_result {
 // Parses the words after "zero-copy". Everything after the first "--" is the initiator's.
 parse_result parse_zero_copy_options(const std::vector<std::string>& words);
 
-// Workers' cores: 0, 1, ..., count - 1, each modulo `cores` (the machine's core count).
-std::vector<uint32_t> round_robin_cpus(uint32_t count, uint32_t cores);
+// Workers' cores: `count` of them taken round robin from `cores` (the cores zcstore_local may
+// use, see usable_cpus()): round_robin_cpus(3, {2, 5}) == {2, 5, 2}. Core 0 when `cores` is empty.
+std::vector<uint32_t> round_robin_cpus(uint32_t count, const std::vector<uint32_t>& cores);
 
 // True when `words` hold `flag` ("--cpu 1" or "--cpu=1"), or its short form `short_flag`.
 bool has_flag(const std::vector<std::string>& words, std::string_view flag,
@@ -67,19 +68,20 @@ bool has_flag(const std::vector<std::string>& words, std::string_view flag,
 uint64_t target_block_count(const zero_copy_options& options, std::optional<uint64_t> content_size);
 
 std::vector<std::string> target_argv(const zero_copy_options& options, const std::string& program,
-                                     std::optional<uint64_t> content_size, uint32_t cores);
+                                     std::optional<uint64_t> content_size,
+                                     const std::vector<uint32_t>& cores);
 
 // The service gets as many cores as the initiator has workers: the initiator's core count is
 // what it asks the service for.
 std::vector<std::string> service_argv(const zero_copy_options& options, const std::string& program,
                                       const std::string& channel, uint16_t target_port,
-                                      uint32_t cores);
+                                      const std::vector<uint32_t>& cores);
 
 // The launcher's defaults, each left out when the same flag comes after "--" (the initiator
 // takes the last of a repeated flag, but adds up repeated --cpu), then the words after "--".
 std::vector<std::string> initiator_argv(const zero_copy_options& options,
                                         const std::string& program, const std::string& channel,
-                                        uint32_t cores);
+                                        const std::vector<uint32_t>& cores);
 
 // How many workers the initiator will run: its --cpu count after "--", else --workers.
 uint32_t initiator_worker_count(const zero_copy_options& options);

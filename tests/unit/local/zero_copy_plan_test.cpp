@@ -13,6 +13,8 @@ namespace {
 
 using words = std::vector<std::string>;
 
+const std::vector<uint32_t> two_cores{0, 1};
+
 // The values that follow each occurrence of `flag` in `argv`.
 words values_of(const words& argv, const std::string& flag) {
   words out;
@@ -103,24 +105,25 @@ TEST(zero_copy_options, bad_command_lines_exit_two_with_one_line) {
 
 TEST(zero_copy_options, log_levels_go_to_all_three_unless_the_initiator_has_its_own) {
   auto quiet = parsed({});
-  EXPECT_FALSE(contains(target_argv(quiet, "t", std::nullopt, 2), "--log-level"));
-  EXPECT_FALSE(contains(initiator_argv(quiet, "i", "c", 2), "--sdk-log-level"));
+  EXPECT_FALSE(contains(target_argv(quiet, "t", std::nullopt, two_cores), "--log-level"));
+  EXPECT_FALSE(contains(initiator_argv(quiet, "i", "c", two_cores), "--sdk-log-level"));
 
   auto o = parsed({"-l", "60", "--sdk-log-level", "30", "--", "--log-level", "20"});
-  auto target = target_argv(o, "t", std::nullopt, 2);
+  auto target = target_argv(o, "t", std::nullopt, two_cores);
   EXPECT_EQ(values_of(target, "--log-level"), words{"60"});
   EXPECT_EQ(values_of(target, "--sdk-log-level"), words{"30"});
-  EXPECT_EQ(values_of(service_argv(o, "s", "c", 1, 2), "--log-level"), words{"60"});
-  auto initiator = initiator_argv(o, "i", "c", 2);
+  EXPECT_EQ(values_of(service_argv(o, "s", "c", 1, two_cores), "--log-level"), words{"60"});
+  auto initiator = initiator_argv(o, "i", "c", two_cores);
   EXPECT_EQ(values_of(initiator, "--log-level"), words{"20"});
   EXPECT_EQ(values_of(initiator, "--sdk-log-level"), words{"30"});
 }
 
-TEST(zero_copy_options, round_robin_cpus_wrap_at_the_core_count) {
-  EXPECT_EQ(round_robin_cpus(1, 2), (std::vector<uint32_t>{0}));
-  EXPECT_EQ(round_robin_cpus(5, 2), (std::vector<uint32_t>{0, 1, 0, 1, 0}));
-  EXPECT_EQ(round_robin_cpus(3, 8), (std::vector<uint32_t>{0, 1, 2}));
-  EXPECT_EQ(round_robin_cpus(2, 0), (std::vector<uint32_t>{0, 0}));  // unknown core count
+TEST(zero_copy_options, round_robin_cpus_wrap_at_the_usable_cores) {
+  EXPECT_EQ(round_robin_cpus(1, {0, 1}), (std::vector<uint32_t>{0}));
+  EXPECT_EQ(round_robin_cpus(5, {0, 1}), (std::vector<uint32_t>{0, 1, 0, 1, 0}));
+  EXPECT_EQ(round_robin_cpus(3, {2, 5, 6, 7}), (std::vector<uint32_t>{2, 5, 6}));  // a cpuset
+  EXPECT_EQ(round_robin_cpus(3, {2, 5}), (std::vector<uint32_t>{2, 5, 2}));
+  EXPECT_EQ(round_robin_cpus(2, {}), (std::vector<uint32_t>{0, 0}));  // unknown: core 0
 }
 
 TEST(zero_copy_options, has_flag_sees_every_spelling) {
@@ -133,7 +136,7 @@ TEST(zero_copy_options, has_flag_sees_every_spelling) {
 }
 
 TEST(target_command_line, defaults) {
-  auto argv = target_argv(parsed({}), "/bin/t", std::nullopt, 2);
+  auto argv = target_argv(parsed({}), "/bin/t", std::nullopt, two_cores);
   EXPECT_EQ(argv.front(), "/bin/t");
   EXPECT_EQ(values_of(argv, "-d"), words{"auto"});
   EXPECT_EQ(values_of(argv, "--cpu"), words{"0"});
@@ -146,7 +149,7 @@ TEST(target_command_line, defaults) {
 
 TEST(target_command_line, workers_and_poll_mode) {
   auto argv = target_argv(parsed({"--workers", "3", "--poll-mode", "event", "-d", "tcp"}), "t",
-                          std::nullopt, 2);
+                          std::nullopt, two_cores);
   EXPECT_EQ(values_of(argv, "--cpu"), (words{"0", "1", "0"}));
   EXPECT_EQ(values_of(argv, "--poll-mode"), words{"event"});
   EXPECT_EQ(values_of(argv, "-d"), words{"tcp"});
@@ -154,21 +157,23 @@ TEST(target_command_line, workers_and_poll_mode) {
 
 TEST(target_command_line, content_is_the_binary_content_and_decides_the_size) {
   auto o = parsed({"--content", "/data/blocks.bin"});
-  auto argv = target_argv(o, "t", uint64_t{1} << 20, 2);
+  auto argv = target_argv(o, "t", uint64_t{1} << 20, two_cores);
   EXPECT_EQ(values_of(argv, "--binary-content"), words{"/data/blocks.bin"});
   EXPECT_EQ(values_of(argv, "--block-count"), words{"256"});
   // A file that cannot be read: the default size, and the target says what is wrong.
-  EXPECT_EQ(values_of(target_argv(o, "t", std::nullopt, 2), "--block-count"), words{"16384"});
+  EXPECT_EQ(values_of(target_argv(o, "t", std::nullopt, two_cores), "--block-count"),
+            words{"16384"});
 }
 
 TEST(target_command_line, target_size_wins_over_the_content_size) {
   auto o = parsed({"--content", "c.bin", "--target-size", "8KiB"});
-  EXPECT_EQ(values_of(target_argv(o, "t", uint64_t{1} << 20, 2), "--block-count"), words{"2"});
+  EXPECT_EQ(values_of(target_argv(o, "t", uint64_t{1} << 20, two_cores), "--block-count"),
+            words{"2"});
 }
 
 TEST(service_command_line, points_at_the_target_and_the_channel) {
   auto argv = service_argv(parsed({"--control-timeout", "7", "--poll-mode", "event"}), "/bin/s",
-                           "chan-1", 4242, 2);
+                           "chan-1", 4242, two_cores);
   EXPECT_EQ(argv.front(), "/bin/s");
   EXPECT_EQ(values_of(argv, "-d"), words{"auto"});
   EXPECT_EQ(values_of(argv, "-r"), words{"auto"});
@@ -180,16 +185,16 @@ TEST(service_command_line, points_at_the_target_and_the_channel) {
 }
 
 TEST(service_command_line, has_a_core_per_initiator_worker) {
-  EXPECT_EQ(values_of(service_argv(parsed({"--workers", "2"}), "s", "c", 1, 2), "--cpu"),
+  EXPECT_EQ(values_of(service_argv(parsed({"--workers", "2"}), "s", "c", 1, two_cores), "--cpu"),
             (words{"0", "1"}));
   // The initiator's own --cpu list decides how many workers it asks the service for.
   auto o = parsed({"--", "--cpu", "1", "--cpu", "1", "--cpu=0"});
   EXPECT_EQ(initiator_worker_count(o), 3u);
-  EXPECT_EQ(values_of(service_argv(o, "s", "c", 1, 2), "--cpu"), (words{"0", "1", "0"}));
+  EXPECT_EQ(values_of(service_argv(o, "s", "c", 1, two_cores), "--cpu"), (words{"0", "1", "0"}));
 }
 
 TEST(initiator_command_line, defaults) {
-  auto argv = initiator_argv(parsed({}), "/bin/i", "chan-1", 2);
+  auto argv = initiator_argv(parsed({}), "/bin/i", "chan-1", two_cores);
   EXPECT_EQ(argv.front(), "/bin/i");
   EXPECT_EQ(values_of(argv, "--command-channel-name"), words{"chan-1"});
   EXPECT_EQ(values_of(argv, "--device"), words{"auto"});
@@ -222,7 +227,7 @@ TEST(initiator_command_line, words_after_double_dash_replace_the_defaults) {
                    "busy",
                    "--transaction-count",
                    "4"});
-  auto argv = initiator_argv(o, "i", "chan", 2);
+  auto argv = initiator_argv(o, "i", "chan", two_cores);
   EXPECT_EQ(values_of(argv, "--cpu"), words{"1"});
   EXPECT_EQ(values_of(argv, "--execution-strategy"), words{"read_write_data_validity_test"});
   EXPECT_FALSE(contains(argv, "--run-limit-operation-count"));
@@ -238,17 +243,18 @@ TEST(initiator_command_line, words_after_double_dash_replace_the_defaults) {
 
 TEST(initiator_command_line, progress_when_the_launcher_has_a_terminal) {
   auto o = parsed({});
-  EXPECT_FALSE(contains(initiator_argv(o, "i", "chan", 2), "--progress"));
+  EXPECT_FALSE(contains(initiator_argv(o, "i", "chan", two_cores), "--progress"));
   o.terminal = true;
-  EXPECT_TRUE(contains(initiator_argv(o, "i", "chan", 2), "--progress"));
+  EXPECT_TRUE(contains(initiator_argv(o, "i", "chan", two_cores), "--progress"));
   o.initiator_words = {"--no-progress"};
-  auto argv = initiator_argv(o, "i", "chan", 2);
+  auto argv = initiator_argv(o, "i", "chan", two_cores);
   EXPECT_FALSE(contains(argv, "--progress"));
   EXPECT_TRUE(contains(argv, "--no-progress"));
 }
 
 TEST(initiator_command_line, content_is_the_expected_plain_content) {
-  auto argv = initiator_argv(parsed({"--content", "c.bin", "--workers", "3"}), "i", "chan", 2);
+  auto argv =
+      initiator_argv(parsed({"--content", "c.bin", "--workers", "3"}), "i", "chan", two_cores);
   EXPECT_EQ(values_of(argv, "--storage-plain-content"), words{"c.bin"});
   EXPECT_EQ(values_of(argv, "--cpu"), (words{"0", "1", "0"}));
 }
