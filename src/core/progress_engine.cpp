@@ -1,5 +1,6 @@
 #include "core/progress_engine.hpp"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -135,7 +136,12 @@ bool progress_engine::progress() {
 void progress_engine::wait(std::chrono::microseconds timeout) {
   if (mode_ == poll_mode::busy || completed_head_ != nullptr) return;
   auto now = steady_clock::now();
-  if (mode_ == poll_mode::adaptive && now - last_hit_ < spin_window_) return;
+  if (mode_ == poll_mode::adaptive && now - last_hit_ < spin_window_) {
+    // Spinning, but not against a peer on this core (a service and its target often share
+    // one): it would get the core only when our time slice ends, milliseconds per round trip.
+    sched_yield();
+    return;
+  }
 
   auto deadline = now + timeout;
   for (size_t i = 0; i < sources_.size(); ++i) {

@@ -1,6 +1,7 @@
 #include "rdma/internal/ucx_worker.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -275,6 +276,7 @@ size_t ucx_worker::poll() {
     if (n == 0) break;
     done += n;
   }
+  if (done != 0) busy_arms_ = 0;
   // Recycle replies whose sends have completed.
   for (size_t i = 0; i < in_flight_replies_.size();) {
     reply* r = in_flight_replies_[i];
@@ -292,8 +294,19 @@ size_t ucx_worker::poll() {
 
 bool ucx_worker::arm() {
   if (queue_head_ != nullptr || !flush_.empty()) return false;
-  ucs_status_t s = ucp_worker_arm(worker_);
-  return s == UCS_OK;
+  const ucs_status_t s = ucp_worker_arm(worker_);
+  if (s != UCS_ERR_BUSY) {
+    busy_arms_ = 0;
+    return s == UCS_OK;
+  }
+  // A first busy is usually an arrival (or the wake-up signal of one) for the next progress. Busy
+  // again with nothing progressed in between: our sends wait for room in a shared-memory peer's
+  // FIFO, which only that peer's progress makes and which wakes nobody. The engine has to poll,
+  // but that peer may share our core (the service and the target do): spinning would keep it
+  // off the core for a whole time slice, so each round trip would cost milliseconds. Hand it the
+  // core instead.
+  if (++busy_arms_ > 1) sched_yield();
+  return false;
 }
 
 void ucx_worker::receive_write(reply* r, void* data, void* dst, size_t length) noexcept {

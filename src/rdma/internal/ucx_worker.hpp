@@ -98,6 +98,10 @@ class ucx_worker final : public core::event_source {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int efd_ = -1;
+  // ucp_worker_arm() answers busy for arrivals not yet progressed and, on shared memory, for
+  // sends that wait for room in a peer's FIFO: those have no wake-up, only polling moves them.
+  // How many arms in a row said busy with no UCX progress in between (see arm()).
+  uint32_t busy_arms_ = 0;
   std::vector<uint8_t> address_;
   std::vector<context*> slots_;
   std::vector<uint32_t> nonces_;
