@@ -67,6 +67,10 @@ outcome run_workers(host::session& session, const initiator::execution_plan& pla
   // its deadline.
   clock_type::time_point drain_deadline = clock_type::time_point::max();
   while (!all_done()) {
+    // The first worker that fails ends the whole run, not only its own part of it.
+    if (!stopping)
+      for (auto& r : runs)
+        if (r->done() && !r->failure().empty()) stopping = true;
     if (!stopping && core::stop_requested()) {
       ZC_LOG_WARN("stop requested: letting the IOs in flight finish");
       out.interrupted = stopping = true;
@@ -108,21 +112,26 @@ void write_stats_json(const std::string& path, const initiator::run_summary& sum
 }
 
 int run(const initiator::initiator_config& config) {
+  // Declared before the session: the session's destructor joins the worker threads, whose late
+  // jobs (a completion draining, a run's destruction) may still read the plan.
+  std::unique_ptr<initiator::execution_plan> plan_holder;
   host::session session({.device = config.device,
                          .channel_name = config.command_channel_name,
                          .control_timeout = config.control_timeout(),
                          .poll_mode = config.poll_mode});
   const auto storage = session.query();
   const auto workers = static_cast<uint32_t>(config.cpus.size());
-  initiator::execution_plan plan({.strategy = config.strategy(),
-                                  .storage_capacity = storage.capacity,
-                                  .block_size = storage.block_size,
-                                  .blocks_per_io = config.blocks_per_io,
-                                  .local_io_region_size = config.local_io_region_size,
-                                  .worker_count = workers,
-                                  .transaction_count = config.transaction_count,
-                                  .run_limit = config.run_limit_operation_count},
-                                 config.storage_plain_content);
+  plan_holder = std::make_unique<initiator::execution_plan>(
+      initiator::plan_request{.strategy = config.strategy(),
+                              .storage_capacity = storage.capacity,
+                              .block_size = storage.block_size,
+                              .blocks_per_io = config.blocks_per_io,
+                              .local_io_region_size = config.local_io_region_size,
+                              .worker_count = workers,
+                              .transaction_count = config.transaction_count,
+                              .run_limit = config.run_limit_operation_count},
+      config.storage_plain_content);
+  const initiator::execution_plan& plan = *plan_holder;
   session.init(plan.local_region_size(), plan.transaction_count(), workers);
 
   // Workers one after another (the pairing rule), each with its run on its own thread.

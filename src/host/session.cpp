@@ -115,12 +115,12 @@ void session::init(uint64_t region_size, uint32_t transaction_count, uint32_t co
                                    core::access::rdma_read | core::access::rdma_write);
   ZC_LOG_INFO("Init storage to use {} cores with {} transactions each", core_count,
               transaction_count);
-  // The service connects to its targets inside this request (two rdma connections per worker,
-  // each a round trip of its own): it gets twice the control timeout.
+  // Inside this request the service initialises its targets and makes two rdma connections per
+  // worker, each step bounded by the control timeout on its side: the wait covers all of them.
   request(
       message_type::init_storage_request, message_type::init_storage_response,
       storage::init_storage_request_payload{transaction_count, core_count, region_->export_pci()},
-      2 * options_.control_timeout);
+      (2 + 3 * core_count) * options_.control_timeout);
 }
 
 worker& session::add_worker(uint32_t cpu, queue_options options) {

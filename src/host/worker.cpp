@@ -14,17 +14,24 @@ constexpr uint64_t user_data_of(uint32_t slot, uint32_t generation) noexcept {
   return (uint64_t(generation) << 32) | slot;
 }
 
+constexpr uint32_t max_slots = 1u << 20;
+
+// Checked before anything is sized from it.
+queue_options checked(queue_options options) {
+  if (options.slots == 0 || options.slots > max_slots)
+    throw status_error(status::invalid_value, "a worker needs 1..1048576 transaction slots");
+  return options;
+}
+
 }  // namespace
 
 io_queue::io_queue(core::progress_engine& engine, comch::connection& connection,
                    queue_options options)
     : engine_(engine),
-      options_(std::move(options)),
+      options_(checked(std::move(options))),
       slots_(options_.slots),
       backlog_(options_.slots),
       inventory_(options_.slots * 3) {
-  if (options_.slots == 0 || options_.slots > (1u << 20))
-    throw status_error(status::invalid_value, "a worker needs 1..1048576 transaction slots");
   const uint32_t receives = options_.slots * 2;
   requests_map_ = core::memory_map::allocate(size_t(options_.slots) * io_message_size,
                                              core::access::local_read_write);
@@ -76,7 +83,13 @@ io_queue::~io_queue() {
   // Both endpoints must be idle before they are destroyed; what they flush is not an error.
   stop();
   (void)engine_.run_until([this] { return stopped(); }, std::chrono::seconds(5));
-  if (!stopped()) ZC_LOG_ERROR("comch endpoints of a worker did not stop in time");
+  if (!stopped()) {
+    // A peer mid-copy into our response buffers keeps the consumer stopping: its memory must
+    // outlive it, so it is left mapped rather than freed under the copy.
+    ZC_LOG_ERROR("comch endpoints of a worker did not stop in time; their memory is kept");
+    (void)responses_map_.release();
+    (void)requests_map_.release();
+  }
 }
 
 bool io_queue::ready() const noexcept {
@@ -143,22 +156,26 @@ size_t io_queue::poll() {
       finish_if_done(index);
     }
   }
-  if (in_flight_ != 0) {
+  if (in_flight_ != 0 && failure_ == status::success) {
     const auto now = core::steady_clock::now();
     if (now >= next_check_) {
       next_check_ = core::steady_clock::time_point::max();
       for (uint32_t i = 0; i < slots_.size(); ++i) {
-        slot& s = slots_[i];
+        const slot& s = slots_[i];
         if (!s.busy || s.answered) continue;
         if (s.deadline <= now) {
-          ZC_LOG_ERROR("IO at storage offset {} got no response in {} ms", s.request.storage_offset,
-                       options_.io_timeout.count());
-          answer(s, status::time_out);
-          finish_if_done(i);
-          ++done;
-        } else if (s.deadline < next_check_) {
-          next_check_ = s.deadline;
+          // As an rdma connection whose retries ran out: the service may still act on this IO
+          // (and on every other in flight), so none of them can be handed back as if it were
+          // over while the queue goes on. The queue fails: every IO completes with time_out,
+          // those still waiting for a buffer are never sent, and nothing more is accepted.
+          ZC_LOG_ERROR(
+              "the IO at storage offset {:#x} got no response in {} ms: giving up on "
+              "the service",
+              s.request.storage_offset, options_.io_timeout.count());
+          fail_all(status::time_out);
+          return done + 1;
         }
+        if (s.deadline < next_check_) next_check_ = s.deadline;
       }
     }
   }

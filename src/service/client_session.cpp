@@ -14,7 +14,7 @@ status client_link::pump(std::chrono::milliseconds timeout) {
   storage::receive_result got = storage::wait_for(server_, timeout);
   drain_events();
   if (got.msg) {
-    early_.push_back(std::move(*got.msg));
+    keep(std::move(*got.msg));
     return status::success;
   }
   if (got.code == status::time_out) return status::time_out;
@@ -29,6 +29,17 @@ void client_link::drain_events() {
                  e->what == storage::consumer_event::kind::created ? "created" : "expired");
     consumers_.apply(*e);
   }
+}
+
+// A client waits for each answer (REFERENCE_SPEC §2.9): one that keeps sending is broken, and
+// must not grow this queue without bound.
+void client_link::keep(message&& m) {
+  if (early_.size() >= max_queued_requests)
+    throw session_lost(status::unexpected,
+                       fmt::format("the client sent more than {} requests without waiting for "
+                                   "the answers",
+                                   max_queued_requests));
+  early_.push_back(std::move(m));
 }
 
 std::optional<message> client_link::take_request() {
@@ -49,7 +60,13 @@ void client_link::flush(std::chrono::milliseconds timeout) noexcept {
          std::chrono::steady_clock::now() < deadline) {
     storage::receive_result got = storage::wait_for(server_, poll_slice);
     drain_events();
-    if (got.msg) early_.push_back(std::move(*got.msg));
+    if (got.msg) {
+      try {
+        keep(std::move(*got.msg));
+      } catch (const session_lost&) {
+        break;
+      }
+    }
     if (got.failed() && got.code != status::time_out) break;
   }
 }

@@ -28,6 +28,9 @@ class session_lost : public status_error {
 
 // The client's comch connection as a handler sees it: messages the client sent early are kept
 // for the loop, consumer events are applied as they come.
+// Requests a client may have sent ahead of their turn; more is a broken client.
+inline constexpr size_t max_queued_requests = 16;
+
 class client_link {
  public:
   explicit client_link(storage::comch_control_server& server) : server_(server) {}
@@ -62,6 +65,8 @@ class client_link {
 
  private:
   void drain_events();
+  // Queues a request that arrived before it was asked for; throws session_lost past the bound.
+  void keep(storage::message&& m);
 
   storage::comch_control_server& server_;
   peer_consumers consumers_;

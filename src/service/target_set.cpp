@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "core/thread.hpp"
 
 namespace zc::service {
 
@@ -61,8 +62,17 @@ uint32_t target_set::send(size_t target, const target_request& what) {
 message target_set::wait_response(size_t target, uint32_t mid, message_type expected,
                                   std::chrono::steady_clock::time_point deadline) {
   auto& channel = *channels_[target];
+  uint32_t stale = 0;
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
+    // Checked on every pass: a target that keeps sending must not hold the wait past its deadline
+    // or past Ctrl-C (wait_for hands back a queued message before it looks at either).
+    if (now >= deadline)
+      throw status_error(
+          status::time_out,
+          fmt::format("storage {} did not answer {} id {} within {} ms", name(target),
+                      storage::to_string(expected), mid, timeout_.count()));
+    if (core::stop_requested()) throw status_error(status::shutdown, "stop requested");
     const auto left = deadline > now
                           ? std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)
                           : std::chrono::milliseconds(0);
@@ -77,9 +87,15 @@ message target_set::wait_response(size_t target, uint32_t mid, message_type expe
       lost(target, got.text.empty() ? std::string(status_name(got.code)) : got.text);
     message& reply = *got.msg;
     if (reply.message_id != mid) {
-      // A late answer to a request that timed out: it answers nothing that is waited for now.
-      ZC_LOG_WARN("storage {}: dropped {} id {} while waiting for id {}", name(target),
-                  storage::to_string(reply.type), reply.message_id, mid);
+      // A late answer to a request that timed out answers nothing waited for now. A few are
+      // possible (one per request given up on); a stream of them is a broken peer.
+      if (++stale > max_stale_answers)
+        lost(target,
+             fmt::format("more than {} answers to requests it was not asked", max_stale_answers));
+      ::zc::log::print(::zc::log::source::app,
+                       stale == 1 ? zc::log::level::warning : zc::log::level::debug,
+                       "storage {}: dropped {} id {} while waiting for id {}", name(target),
+                       storage::to_string(reply.type), reply.message_id, mid);
       continue;
     }
     if (reply.type == message_type::error_response) {

@@ -36,6 +36,9 @@ class target_lost : public status_error {
   using status_error::status_error;
 };
 
+// Answers to other requests a wait drops before it counts the target as broken.
+inline constexpr uint32_t max_stale_answers = 16;
+
 class target_set {
  public:
   // Connects to every "a.b.c.d:port" in order, each retrying refused connects until

@@ -193,6 +193,13 @@ void zero_copy_session::check_health() {
   } catch (const target_lost& e) {
     throw session_lost(e.code(), e.what());
   }
+  // A data path that lost its target while the control connection lives on (a link down, a
+  // target worker gone) leaves the host's IOs unanswered: the session ends, so they fail now.
+  for (const auto& w : workers_)
+    if (w->rdma_lost())
+      throw session_lost(
+          status::connection_reset,
+          fmt::format("worker on cpu {} lost its rdma connection to the target", w->cpu()));
 }
 
 void zero_copy_session::abort(const std::string& why) noexcept {

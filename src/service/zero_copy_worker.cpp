@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <memory>
 
 #include "comch/consumer.hpp"
@@ -65,6 +66,7 @@ class zero_copy_worker::io_path final : public core::event_source {
     return consumer_->state() == core::context_state::idle &&
            producer_->state() == core::context_state::idle;
   }
+  bool rdma_lost() const noexcept { return rdma_lost_.load(std::memory_order_relaxed); }
   zero_copy_worker_stats stats() const noexcept {
     return {cpu_, operations_, errors_, engine_.hits(), engine_.misses()};
   }
@@ -72,8 +74,8 @@ class zero_copy_worker::io_path final : public core::event_source {
   // event_source: retries the answers the host had no buffer for.
   size_t poll() override;
   core::steady_clock::time_point next_deadline() const override {
-    return backlog_count_ == 0 ? core::steady_clock::time_point::max()
-                               : core::steady_clock::now() + backlog_retry;
+    return backlog_count_ == 0 && relay_count_ == 0 ? core::steady_clock::time_point::max()
+                                                    : core::steady_clock::now() + backlog_retry;
   }
 
  private:
@@ -113,6 +115,7 @@ class zero_copy_worker::io_path final : public core::event_source {
   void send_to_host(uint32_t key) noexcept;
   status submit_to_host(uint32_t key) noexcept;
   void host_send_failed(uint32_t key, status why) noexcept;
+  void relay(uint32_t index) noexcept;
   void io_done() noexcept {
     if (in_flight_ > 0) --in_flight_;
   }
@@ -136,6 +139,14 @@ class zero_copy_worker::io_path final : public core::event_source {
   std::vector<uint32_t> backlog_;
   size_t backlog_head_ = 0;
   size_t backlog_count_ = 0;
+  // Requests UCX could not take yet (rdma submit answered `again`: too many unsent messages),
+  // oldest first, retried from the engine; sized for every request slot.
+  std::vector<uint32_t> relays_;
+  size_t relay_head_ = 0;
+  size_t relay_count_ = 0;
+  // Set on the worker's thread when an rdma connection leaves running while IOs are served;
+  // read by the control thread (check_health), so atomic.
+  std::atomic<bool> rdma_lost_{false};
   // Declared last, so destroyed first: nothing they hold may outlive the buffers and slots.
   std::unique_ptr<comch::consumer> consumer_;
   std::unique_ptr<comch::producer> producer_;
@@ -156,7 +167,8 @@ zero_copy_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
       inventory_(transactions * 2),
       requests_(transactions),
       responses_(transactions),
-      backlog_(size_t(transactions) * 2) {
+      backlog_(size_t(transactions) * 2),
+      relays_(transactions) {
   consumer_ = std::make_unique<comch::consumer>(
       engine, conn,
       comch::consumer_config{
@@ -186,6 +198,13 @@ zero_copy_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
   data_ = std::make_unique<rdma::context>(engine, device);
   // io_control: nothing of ours is the peer's to touch. io_data: the target moves the host's
   // pages (our re-export of them) both ways through it.
+  for (rdma::context* ctx : {control_.get(), data_.get()})
+    ctx->set_state_changed_callback(
+        [this](core::context&, core::context_state previous, core::context_state next) {
+          if (serving_ && previous == core::context_state::running &&
+              next != core::context_state::running && !rdma_lost_.exchange(true))
+            ZC_LOG_ERROR("worker {}: rdma connection to the target lost", cpu_);
+        });
   control_->set_permissions(core::access::local_read_only);
   data_->set_permissions(core::access::rdma_read | core::access::rdma_write);
   control_->configure<rdma::send_task>(
@@ -288,9 +307,19 @@ void zero_copy_worker::io_path::on_request(request_slot& s) noexcept {
     return;
   }
   ++in_flight_;
-  // Relayed byte for byte, from the buffer it arrived in: the target judges the type and fields.
-  status r = control_->submit(*s.relay);
-  if (!ok(r)) answer_failure(static_cast<uint32_t>(&s - requests_.data()), r);
+  relay(static_cast<uint32_t>(&s - requests_.data()));
+}
+
+// Relayed byte for byte, from the buffer it arrived in: the target judges the type and fields.
+// FIFO: nothing overtakes a request already waiting for UCX.
+void zero_copy_worker::io_path::relay(uint32_t index) noexcept {
+  const status r = relay_count_ == 0 ? control_->submit(*requests_[index].relay) : status::again;
+  if (r == status::again) {
+    relays_[(relay_head_ + relay_count_) % relays_.size()] = index;
+    ++relay_count_;
+    return;
+  }
+  if (!ok(r)) answer_failure(index, r);
 }
 
 void zero_copy_worker::io_path::on_request_receive_failed(request_slot& s, status why) noexcept {
@@ -379,6 +408,15 @@ void zero_copy_worker::io_path::host_send_failed(uint32_t key, status why) noexc
 
 size_t zero_copy_worker::io_path::poll() {
   size_t sent = 0;
+  while (relay_count_ != 0) {
+    const uint32_t index = relays_[relay_head_];
+    const status r = control_->submit(*requests_[index].relay);
+    if (r == status::again) break;
+    relay_head_ = (relay_head_ + 1) % relays_.size();
+    --relay_count_;
+    ++sent;
+    if (!ok(r)) answer_failure(index, r);
+  }
   while (backlog_count_ != 0) {
     const uint32_t key = backlog_[backlog_head_];
     status r = submit_to_host(key);
@@ -459,6 +497,10 @@ void zero_copy_worker::close_comch() {
   if (!thread_.wait_until([io] { return io->comch_stopped(); }, limits_.drain))
     ZC_LOG_ERROR("worker {}: comch producer/consumer not stopped after {} ms", cpu_,
                  limits_.drain.count());
+}
+
+bool zero_copy_worker::rdma_lost() const noexcept {
+  return io_ && io_->rdma_lost();
 }
 
 zero_copy_worker_stats zero_copy_worker::stats() {

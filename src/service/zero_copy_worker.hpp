@@ -74,6 +74,9 @@ class zero_copy_worker {
   // Stops and destroys the comch producer and consumer (the host sees the consumer expire).
   void close_comch();
   zero_copy_worker_stats stats();
+  // One of its rdma connections left running while IOs were served (the target or the link
+  // failed): IOs already relayed will get no answer. Any thread.
+  bool rdma_lost() const noexcept;
 
  private:
   class io_path;  // the engine-thread half

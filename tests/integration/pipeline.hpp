@@ -58,6 +58,7 @@ inline std::vector<std::string> cpu_flags(uint32_t workers) {
 
 struct pipeline_options {
   uint32_t workers = 1;
+  uint32_t block_count = zc::test::block_count;
   std::string content;  // the target's --binary-content
   // Where the target runs and how the service reaches it (tests across network namespaces).
   std::vector<std::string> target_prefix;  // e.g. {"ip", "netns", "exec", "ns1"}
@@ -77,7 +78,7 @@ class pipeline {
          {binary("zcstore_target_rdma"), std::string("-d"), options_.target_device,
           std::string("--poll-mode"), std::string("event"), std::string("--listen-port"),
           std::to_string(port_), std::string("--block-size"), std::to_string(block_size),
-          std::string("--block-count"), std::to_string(block_count)})
+          std::string("--block-count"), std::to_string(options_.block_count)})
       argv.push_back(a);
     for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
     if (!options_.content.empty()) {
@@ -170,7 +171,8 @@ inline void expect_success(pipeline& p, uint64_t operations) {
   EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(0)) << p.all_output();
   EXPECT_EQ(p.target->wait(start_timeout), std::optional<int>(0)) << p.all_output();
   const std::string out = p.initiator->output();
-  EXPECT_NE(out.find("| Operation count: " + std::to_string(operations)), std::string::npos) << out;
+  EXPECT_NE(out.find("| Operation count: " + std::to_string(operations) + "\n"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("| \tp99: "), std::string::npos) << out;
   EXPECT_EQ(out.find("Test failed"), std::string::npos) << out;
   EXPECT_NE(p.service->output().find("| Core: "), std::string::npos) << p.all_output();

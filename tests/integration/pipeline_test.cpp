@@ -57,6 +57,14 @@ INSTANTIATE_TEST_SUITE_P(pipeline, every_strategy,
                                   std::to_string(info.param.blocks_per_io) + "_blocks_per_io";
                          });
 
+TEST(pipeline, thousands_of_ios_in_flight_get_through_the_service) {
+  // Past 1024 unsent messages UCX pushes back (`again`): the service must queue, not fail.
+  pipeline p({.block_count = 4096});
+  ASSERT_TRUE(p.start_all("read_write_data_validity_test", 6000, {"--transaction-count", "3000"}))
+      << p.all_output();
+  expect_success(p, 6000);
+}
+
 TEST(pipeline, a_wrong_expected_file_fails_the_test_with_the_offset_and_bytes) {
   const auto content = temp_file("content", content_bytes(uint64_t(block_size) * block_count, 1));
   auto wrong_bytes = content_bytes(uint64_t(block_size) * block_count, 1);

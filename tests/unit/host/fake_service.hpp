@@ -61,6 +61,11 @@ class fake_service {
     std::lock_guard lock(mutex_);
     return requests_;
   }
+  // (message_id, correlation_id) of every request, in order.
+  std::vector<std::pair<uint32_t, uint32_t>> ids() {
+    std::lock_guard lock(mutex_);
+    return ids_;
+  }
   // The init payload the host sent, once it did.
   storage::init_storage_request_payload init() {
     std::lock_guard lock(mutex_);
@@ -104,6 +109,7 @@ class fake_service {
       {
         std::lock_guard lock(mutex_);
         requests_.push_back(m.type);
+        ids_.emplace_back(m.message_id, m.correlation_id);
       }
       using storage::message_type;
       storage::message reply;
@@ -264,6 +270,7 @@ class fake_service {
   std::atomic<uint64_t> lane_ios_[8] = {};
   io_answer answer_;
   std::vector<storage::message_type> requests_;
+  std::vector<std::pair<uint32_t, uint32_t>> ids_;
   storage::init_storage_request_payload init_;
   std::vector<std::unique_ptr<lane>> lanes_;
   std::unique_ptr<core::memory_map> region_;  // the host's IO region, imported

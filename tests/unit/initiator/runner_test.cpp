@@ -120,6 +120,9 @@ TEST_F(run_fixture, a_stop_request_drains_the_run_early) {
   ASSERT_TRUE(wait_done());
   EXPECT_EQ(run->failure(), "");
   EXPECT_LT(run->completed(), 100'000'000u);
+  // Drained: nothing in flight, and every IO the service saw belongs to a finished transaction.
+  EXPECT_EQ(w.thread().call([q = w.queue()] { return q->in_flight(); }), 0u);
+  EXPECT_EQ(service.ios(), run->completed());
 }
 
 }  // namespace

@@ -174,6 +174,28 @@ TEST(target_set, a_late_answer_with_another_id_is_dropped) {
   EXPECT_EQ(std::get<storage::query_storage_response_payload>(reply.payload).block_size, 512u);
 }
 
+TEST(target_set, a_stream_of_stale_answers_is_a_broken_target_not_an_endless_wait) {
+  fake_target t([](const message& m) {
+    reaction r;
+    for (uint32_t i = 0; i < 100; ++i) {
+      message stale = storage::make_response(m, message_type::query_storage_response,
+                                             storage::query_storage_response_payload{1, 1});
+      stale.message_id = m.message_id + 1 + i;
+      r.replies.push_back(stale);
+    }
+    return r;
+  });
+  target_set targets({t.address()}, 5s);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    (void)targets.request(0, query(0), message_type::query_storage_response);
+    FAIL() << "no failure";
+  } catch (const target_lost& e) {
+    EXPECT_NE(std::string(e.what()).find("not asked"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
 TEST(target_set, a_lost_connection_is_target_lost) {
   fake_target t([](const message&) { return reaction{{}, true}; });
   target_set targets({t.address()}, 5s);
