@@ -183,9 +183,12 @@ void target_worker::io_path::post_receive(slot& s) {
 
 void target_worker::io_path::on_receive_failed(slot& s, status result) {
   if (!serving_) return;  // a stop flushes the posted receives
+  // Every posted receive fails when the connection goes: one line says it, not one per slot.
+  const zc::log::level level = refusal_level();
   ++errors_;
   if (control_->state() != core::context_state::running) {
-    ZC_LOG_ERROR("worker {}: receive failed: {}", cpu_, status_name(result));
+    ::zc::log::print(::zc::log::source::app, level, "worker {}: receive failed: {}", cpu_,
+                     status_name(result));
     return;
   }
   // The connection is still up, so only this message was bad (too_big: it did not fit the 64-byte

@@ -259,6 +259,12 @@ zero_copy_worker::io_path::~io_path() {
   stop_comch();
   stop_rdma();
   engine_.run_until([this] { return comch_stopped() && rdma_stopped(); }, teardown_limit);
+  if (!comch_stopped() || !rdma_stopped()) {
+    // A transport may still read or write the message buffers (a peer mid-copy, a send UCX
+    // holds): they stay mapped rather than be freed under it.
+    ZC_LOG_ERROR("worker {}: endpoints did not stop in time; their message memory is kept", cpu_);
+    (void)messages_.release();
+  }
 }
 
 void zero_copy_worker::io_path::connect(storage::rdma_role role, std::span<const uint8_t> blob) {
