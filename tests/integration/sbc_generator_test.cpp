@@ -20,7 +20,7 @@ using namespace std::chrono_literals;
 
 constexpr auto run_timeout = 60s;
 
-class sbc_generator : public ::testing::Test {
+class gga_sbc_generator : public ::testing::Test {
  public:
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
@@ -65,8 +65,8 @@ std::vector<uint8_t> compressible_input(size_t size) {
   return {text.begin(), text.end()};
 }
 
-void expect_outputs_match(const sbc_generator& t, const std::vector<uint8_t>& input, size_t block,
-                          accel::test::parity_row row) {
+void expect_outputs_match(const gga_sbc_generator& t, const std::vector<uint8_t>& input,
+                          size_t block, accel::test::parity_row row) {
   const size_t half = block / 2;
   const size_t count = (input.size() + block - 1) / block;
   const auto d1 = storage::read_sbc(t.path("d1.sbc"));
@@ -96,7 +96,7 @@ void expect_outputs_match(const sbc_generator& t, const std::vector<uint8_t>& in
   }
 }
 
-TEST_F(sbc_generator, vandermonde_outputs_are_the_images_and_xor_parity) {
+TEST_F(gga_sbc_generator, vandermonde_outputs_are_the_images_and_xor_parity) {
   const auto input = compressible_input(4096 * 5 + 2048);
   auto args = outputs_args();
   args.insert(args.end(), {"--original-input-data", write_input(input), "-d", "03:00.0"});
@@ -108,7 +108,7 @@ TEST_F(sbc_generator, vandermonde_outputs_are_the_images_and_xor_parity) {
   expect_outputs_match(*this, input, 4096, accel::test::vandermonde_row());
 }
 
-TEST_F(sbc_generator, cauchy_outputs_use_the_cauchy_parity_row) {
+TEST_F(gga_sbc_generator, cauchy_outputs_use_the_cauchy_parity_row) {
   const auto input = compressible_input(8192 * 3);
   auto args = outputs_args();
   args.insert(args.end(), {"--original-input-data", write_input(input), "--block-size", "8192",
@@ -118,7 +118,7 @@ TEST_F(sbc_generator, cauchy_outputs_use_the_cauchy_parity_row) {
   expect_outputs_match(*this, input, 8192, accel::test::cauchy_row());
 }
 
-TEST_F(sbc_generator, incompressible_block_is_refused_with_its_index_and_offset) {
+TEST_F(gga_sbc_generator, incompressible_block_is_refused_with_its_index_and_offset) {
   auto input = compressible_input(4096 * 2);
   const auto noise = accel::test::random_bytes(4096, 42);
   input.insert(input.end(), noise.begin(), noise.end());
@@ -133,7 +133,7 @@ TEST_F(sbc_generator, incompressible_block_is_refused_with_its_index_and_offset)
   EXPECT_FALSE(any_output_exists());
 }
 
-TEST_F(sbc_generator, bad_block_sizes_are_refused) {
+TEST_F(gga_sbc_generator, bad_block_sizes_are_refused) {
   const auto input = write_input(compressible_input(4096));
   for (const char* size : {"0", "100", "-64", "abc"}) {
     SCOPED_TRACE(size);
@@ -148,7 +148,7 @@ TEST_F(sbc_generator, bad_block_sizes_are_refused) {
   }
 }
 
-TEST_F(sbc_generator, missing_or_empty_input_is_refused) {
+TEST_F(gga_sbc_generator, missing_or_empty_input_is_refused) {
   auto args = outputs_args();
   args.insert(args.end(), {"--original-input-data", path("no-such-file")});
   std::string text;
@@ -163,7 +163,7 @@ TEST_F(sbc_generator, missing_or_empty_input_is_refused) {
   EXPECT_FALSE(any_output_exists());
 }
 
-TEST_F(sbc_generator, bad_flags_exit_2) {
+TEST_F(gga_sbc_generator, bad_flags_exit_2) {
   const auto input = write_input(compressible_input(4096));
   std::string text;
   auto args = outputs_args();
@@ -176,7 +176,7 @@ TEST_F(sbc_generator, bad_flags_exit_2) {
   EXPECT_FALSE(any_output_exists());
 }
 
-TEST_F(sbc_generator, an_output_naming_the_input_is_refused_and_the_input_kept) {
+TEST_F(gga_sbc_generator, an_output_naming_the_input_is_refused_and_the_input_kept) {
   const auto bytes = compressible_input(4096);
   const auto input = write_input(bytes);
   std::string text;

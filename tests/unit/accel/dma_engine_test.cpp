@@ -11,7 +11,7 @@ namespace {
 
 using test::buffers;
 
-TEST(dma_engine, memcpy_appends_the_source_at_the_destination_tail) {
+TEST(accel_dma, memcpy_appends_the_source_at_the_destination_tail) {
   core::progress_engine pe{core::poll_mode::busy};
   int done = 0, failed = 0;
   status last = status::success;
@@ -51,7 +51,7 @@ TEST(dma_engine, memcpy_appends_the_source_at_the_destination_tail) {
   dma.stop();
 }
 
-TEST(dma_engine, zero_tasks_is_a_bad_config) {
+TEST(accel_dma, zero_tasks_is_a_bad_config) {
   core::progress_engine pe{core::poll_mode::busy};
   EXPECT_THROW(dma_engine(pe, {.memcpy_tasks = 0}), status_error);
 }

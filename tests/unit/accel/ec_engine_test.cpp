@@ -13,7 +13,7 @@ namespace {
 
 using test::buffers;
 
-struct ec_fixture : ::testing::Test {
+struct accel_ec : ::testing::Test {
   core::progress_engine pe{core::poll_mode::busy};
   int done = 0;
   int failed = 0;
@@ -67,7 +67,7 @@ struct ec_fixture : ::testing::Test {
   }
 };
 
-TEST(ec_matrix, names_and_isal_rows_match_the_test_arithmetic) {
+TEST(accel_ec_matrix, names_and_isal_rows_match_the_test_arithmetic) {
   EXPECT_EQ(parse_ec_matrix("vandermonde"), ec_matrix::vandermonde);
   EXPECT_EQ(parse_ec_matrix("cauchy"), ec_matrix::cauchy);
   EXPECT_EQ(parse_ec_matrix("Cauchy"), std::nullopt);
@@ -81,7 +81,7 @@ TEST(ec_matrix, names_and_isal_rows_match_the_test_arithmetic) {
   EXPECT_EQ(test::gf_inv(3), 0xF4);
 }
 
-TEST_F(ec_fixture, parity_matches_gf256_arithmetic_for_both_matrices) {
+TEST_F(accel_ec, parity_matches_gf256_arithmetic_for_both_matrices) {
   for (size_t length :
        {size_t(64), size_t(2048), size_t(4096), size_t(1), size_t(33), size_t(100), size_t(4064)}) {
     SCOPED_TRACE(length);
@@ -93,7 +93,7 @@ TEST_F(ec_fixture, parity_matches_gf256_arithmetic_for_both_matrices) {
   }
 }
 
-TEST_F(ec_fixture, every_index_is_recovered_for_both_matrices) {
+TEST_F(accel_ec, every_index_is_recovered_for_both_matrices) {
   for (ec_matrix m : {ec_matrix::vandermonde, ec_matrix::cauchy}) {
     for (uint32_t seed = 0; seed < 4; ++seed) {
       SCOPED_TRACE(std::string(to_string(m)) + " seed " + std::to_string(seed));
@@ -109,7 +109,7 @@ TEST_F(ec_fixture, every_index_is_recovered_for_both_matrices) {
   }
 }
 
-TEST_F(ec_fixture, cauchy_recovery_is_not_the_reference_bug) {
+TEST_F(accel_ec, cauchy_recovery_is_not_the_reference_bug) {
   // REFERENCE_SPEC §8.4: recovering with the encode row instead of a decode matrix happens to work
   // for XOR parity only. With Cauchy it would give a*D1 + b*P, not D2.
   const auto d1 = test::random_bytes(256, 5);
@@ -120,7 +120,7 @@ TEST_F(ec_fixture, cauchy_recovery_is_not_the_reference_bug) {
   EXPECT_EQ(recover(ec_matrix::cauchy, 1, d1, p), d2);
 }
 
-TEST_F(ec_fixture, bad_arguments_fail_the_task_and_write_nothing) {
+TEST_F(accel_ec, bad_arguments_fail_the_task_and_write_nothing) {
   const auto a = test::random_bytes(128, 1);
   const auto b = test::random_bytes(64, 2);
   {
@@ -159,7 +159,7 @@ TEST_F(ec_fixture, bad_arguments_fail_the_task_and_write_nothing) {
   EXPECT_EQ(done, 0);
 }
 
-TEST_F(ec_fixture, pool_exhaustion_and_completion_in_progress) {
+TEST_F(accel_ec, pool_exhaustion_and_completion_in_progress) {
   make(1);
   const auto a = test::random_bytes(64, 1);
   core::buffer& d = bufs.with_data(a);

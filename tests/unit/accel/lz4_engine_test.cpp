@@ -14,7 +14,7 @@ namespace {
 
 using test::buffers;
 
-struct lz4_fixture : ::testing::Test {
+struct accel_lz4 : ::testing::Test {
   core::progress_engine pe{core::poll_mode::busy};
   int done = 0;
   int failed = 0;
@@ -79,7 +79,7 @@ struct lz4_fixture : ::testing::Test {
   }
 };
 
-TEST_F(lz4_fixture, image_matches_liblz4_frame_blocks_byte_for_byte) {
+TEST_F(accel_lz4, image_matches_liblz4_frame_blocks_byte_for_byte) {
   make();
   struct sample {
     std::vector<uint8_t> block;
@@ -116,7 +116,7 @@ TEST_F(lz4_fixture, image_matches_liblz4_frame_blocks_byte_for_byte) {
   }
 }
 
-TEST_F(lz4_fixture, reference_pattern_block_has_the_documented_payload_size) {
+TEST_F(accel_lz4, reference_pattern_block_has_the_documented_payload_size) {
   // REFERENCE_SPEC §5.2: 8192 bytes of i mod 256 give C = 302 with liblz4 1.9.4.
   make();
   std::vector<uint8_t> image;
@@ -126,7 +126,7 @@ TEST_F(lz4_fixture, reference_pattern_block_has_the_documented_payload_size) {
   EXPECT_EQ(load_be32(image.data() + 8192 - 4), 0u);
 }
 
-TEST_F(lz4_fixture, incompressible_block_fails_with_too_big_and_writes_nothing) {
+TEST_F(accel_lz4, incompressible_block_fails_with_too_big_and_writes_nothing) {
   make();
   const auto block = test::random_bytes(8192, 1);
   core::buffer& src = bufs.with_data(block);
@@ -142,7 +142,7 @@ TEST_F(lz4_fixture, incompressible_block_fails_with_too_big_and_writes_nothing) 
   EXPECT_EQ(std::vector<uint8_t>(dst.head(), dst.head() + 8192), std::vector<uint8_t>(8192, 0xEE));
 }
 
-TEST_F(lz4_fixture, compress_refuses_bad_sizes) {
+TEST_F(accel_lz4, compress_refuses_bad_sizes) {
   make(4, 8192);
   std::vector<uint8_t> image;
   EXPECT_EQ(compress(std::vector<uint8_t>(11, 0), image), status::invalid_value);     // < 12 bytes
@@ -156,7 +156,7 @@ TEST_F(lz4_fixture, compress_refuses_bad_sizes) {
   EXPECT_EQ(dst.data_length(), 0u);
 }
 
-class malformed_image : public lz4_fixture {
+class accel_lz4_image : public accel_lz4 {
  protected:
   static constexpr size_t block = 4096;
   std::vector<uint8_t> good;
@@ -192,7 +192,7 @@ class malformed_image : public lz4_fixture {
   }
 };
 
-TEST_F(malformed_image, every_kind_of_bad_image_is_refused) {
+TEST_F(accel_lz4_image, every_kind_of_bad_image_is_refused) {
   const uint32_t c = load_be32(good.data() + 4);
   {
     auto img = good;
@@ -296,14 +296,14 @@ TEST_F(malformed_image, every_kind_of_bad_image_is_refused) {
   EXPECT_EQ(done, 0);
 }
 
-TEST_F(malformed_image, destination_smaller_than_the_block_is_refused) {
+TEST_F(accel_lz4_image, destination_smaller_than_the_block_is_refused) {
   std::vector<uint8_t> out;
   EXPECT_EQ(decompress(good, block - 1, out), status::invalid_value);
   EXPECT_EQ(out, std::vector<uint8_t>(block - 1, 0xEE));
   EXPECT_EQ(decompress(good, block, out), status::success);
 }
 
-TEST_F(lz4_fixture, pool_exhaustion_and_reuse) {
+TEST_F(accel_lz4, pool_exhaustion_and_reuse) {
   make(2);
   core::buffer& src = bufs.with_data(test::pattern_bytes(4096));
   core::buffer& d1 = bufs.empty(4096);
@@ -321,7 +321,7 @@ TEST_F(lz4_fixture, pool_exhaustion_and_reuse) {
   EXPECT_NE(engine->allocate_compress(src, d1), nullptr);
 }
 
-TEST_F(lz4_fixture, tasks_complete_only_inside_progress) {
+TEST_F(accel_lz4, tasks_complete_only_inside_progress) {
   make();
   core::buffer& src = bufs.with_data(test::pattern_bytes(4096));
   core::buffer& dst = bufs.empty(4096);
@@ -336,7 +336,7 @@ TEST_F(lz4_fixture, tasks_complete_only_inside_progress) {
   EXPECT_TRUE(engine->arm());
 }
 
-TEST_F(lz4_fixture, submit_before_start_is_bad_state_and_stop_flushes_queued_tasks) {
+TEST_F(accel_lz4, submit_before_start_is_bad_state_and_stop_flushes_queued_tasks) {
   engine = std::make_unique<lz4_engine>(
       pe,
       lz4_engine_config{.compress_tasks = 2,
@@ -360,7 +360,7 @@ TEST_F(lz4_fixture, submit_before_start_is_bad_state_and_stop_flushes_queued_tas
   EXPECT_EQ(dst.data_length(), 0u);
 }
 
-TEST(lz4_engine, bad_configurations_are_refused) {
+TEST(accel_lz4_config, bad_configurations_are_refused) {
   core::progress_engine pe{core::poll_mode::busy};
   EXPECT_THROW(lz4_engine(pe, {.compress_tasks = 0, .decompress_tasks = 0}), status_error);
   EXPECT_THROW(lz4_engine(pe, {.max_block_size = 11}), status_error);
