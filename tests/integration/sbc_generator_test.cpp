@@ -188,5 +188,19 @@ TEST_F(gga_sbc_generator, an_output_naming_the_input_is_refused_and_the_input_ke
   EXPECT_EQ(fs::file_size(input), bytes.size());
 }
 
+TEST_F(gga_sbc_generator, flags_can_come_from_a_json_file) {
+  const auto input = compressible_input(4096 * 2);
+  const auto input_path = write_input(input);
+  {
+    std::ofstream json(path("config.json"));
+    json << "{\"original-input-data\": \"" << input_path << "\", \"block-size\": 4096, "
+         << "\"matrix-type\": \"cauchy\", \"data-1\": \"" << path("d1.sbc") << "\", \"data-2\": \""
+         << path("d2.sbc") << "\", \"data-p\": \"" << path("dp.sbc") << "\"}";
+  }
+  std::string text;
+  ASSERT_EQ(run({"-j", path("config.json")}, &text), 0) << text;
+  expect_outputs_match(*this, input, 4096, accel::test::cauchy_row());
+}
+
 }  // namespace
 }  // namespace zc::test
