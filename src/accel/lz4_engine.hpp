@@ -39,7 +39,9 @@ inline constexpr size_t lz4_max_image_size = UINT32_MAX;
 // (exactly B bytes) is appended at the destination's tail. Errors, through the error callback:
 // invalid_value (B < 12, B over the engine's max_block_size, less than B bytes of tail room),
 // too_big (the block does not compress enough: C + 12 > B; nothing is appended, and
-// payload_size() says how big C would have been).
+// payload_size() says how big C would have been). The image may be written over the source's own
+// memory (the gga write flow rebuilds the image in place): the whole block is compressed into
+// the engine's scratch buffer before the image is written.
 class lz4_compress_task final : public core::task_base {
  public:
   core::buffer& src() const noexcept { return *src_; }
@@ -63,7 +65,8 @@ class lz4_compress_task final : public core::task_base {
 // checked before use: original_size must equal the image's length, C + 12 <= B, the trailer 0,
 // every LZ4 block header inside C, no block over 64 KiB, and the blocks must decompress to exactly
 // B bytes. A bad image fails with invalid_value, and so does a destination with less than B bytes
-// of tail room; nothing is read outside the image nor written outside the tail room.
+// of tail room; nothing is read outside the image nor written outside the tail room (a failed task
+// may have written part of it). Source and destination must not overlap.
 class lz4_decompress_task final : public core::task_base {
  public:
   core::buffer& src() const noexcept { return *src_; }

@@ -116,6 +116,20 @@ TEST_F(accel_lz4, image_matches_liblz4_frame_blocks_byte_for_byte) {
   }
 }
 
+TEST_F(accel_lz4, image_can_be_built_over_its_own_source) {
+  make();
+  const auto block = test::pattern_bytes(8192, 5);
+  core::buffer& src = bufs.with_data(block);
+  core::buffer_inventory inventory(1);
+  core::buffer* dst = nullptr;
+  ASSERT_EQ(inventory.get_by_addr(src.map(), src.head(), 8192, dst), status::success);
+  ASSERT_EQ(engine->submit(*engine->allocate_compress(src, *dst)), status::success);
+  pe.progress();
+  ASSERT_EQ(done, 1);
+  EXPECT_EQ(buffers::data_of(*dst), test::reference_image(block));
+  dst->release();
+}
+
 TEST_F(accel_lz4, reference_pattern_block_has_the_documented_payload_size) {
   // REFERENCE_SPEC §5.2: 8192 bytes of i mod 256 give C = 302 with liblz4 1.9.4.
   make();
