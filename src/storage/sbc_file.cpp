@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
 
@@ -140,6 +141,64 @@ void write_sbc(const std::string& path, uint32_t block_size, uint32_t block_coun
   if (::close(fd.release()) != 0)
     throw status_error(status::io_failed,
                        fmt::format("Failed to write {}: {}", path, error_text(errno)));
+}
+
+namespace {
+// Writes go out in pieces of about this size: few system calls, constant memory.
+constexpr size_t sbc_writer_chunk = 1 << 20;
+}  // namespace
+
+sbc_writer::sbc_writer(std::string path, uint32_t block_size, uint32_t block_count)
+    : path_(std::move(path)), block_size_(block_size), block_count_(block_count) {
+  checked_content_size(block_size, block_count, path_);
+  fd_ = unique_fd(::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd_)
+    throw status_error(status::io_failed,
+                       fmt::format("Unable to create {}: {}", path_, error_text(errno)));
+  pending_limit_ = std::max<size_t>(sbc_writer_chunk, block_size);
+  pending_.reserve(pending_limit_);
+  const auto header = encode_sbc_header(block_size, block_count);
+  pending_.insert(pending_.end(), header.begin(), header.end());
+}
+
+sbc_writer::~sbc_writer() {
+  if (finished_) return;
+  fd_ = unique_fd();
+  ::unlink(path_.c_str());
+}
+
+void sbc_writer::flush() {
+  internal::write_fully(fd_.get(), pending_, path_);
+  pending_.clear();
+}
+
+void sbc_writer::append(std::span<const uint8_t> block) {
+  if (finished_) throw status_error(status::bad_state, fmt::format("{}: already finished", path_));
+  if (block.size() != block_size_)
+    throw status_error(status::invalid_value,
+                       fmt::format("{}: a block of {} bytes in a file of {}-byte blocks", path_,
+                                   block.size(), block_size_));
+  if (written_ == block_count_)
+    throw status_error(status::invalid_value,
+                       fmt::format("{}: more than the {} blocks declared", path_, block_count_));
+  if (pending_.size() + block.size() > pending_limit_) flush();
+  pending_.insert(pending_.end(), block.begin(), block.end());
+  ++written_;
+}
+
+void sbc_writer::finish() {
+  if (finished_) return;
+  if (written_ != block_count_) {
+    const uint32_t written = written_;
+    throw status_error(status::invalid_value, fmt::format("{}: {} of the {} blocks declared", path_,
+                                                          written, block_count_));
+  }
+  flush();
+  // close() is where a full disk or NFS error can surface last.
+  if (::close(fd_.release()) != 0)
+    throw status_error(status::io_failed,
+                       fmt::format("Failed to write {}: {}", path_, error_text(errno)));
+  finished_ = true;
 }
 
 binary_content_file::binary_content_file(const std::string& path, uint32_t block_size,

@@ -69,6 +69,48 @@ sbc_content read_sbc(const std::string& path);
 void write_sbc(const std::string& path, uint32_t block_size, uint32_t block_count,
                std::span<const uint8_t> content);
 
+// Writes an .sbc file as its content is produced, block by block, in constant memory (the sbc
+// generator streams inputs of any size). The geometry is declared up front, because the header
+// comes first; finish() checks that exactly that many blocks came. A writer destroyed before
+// finish() removes its file, so a failed run leaves no half-written .sbc behind.
+//
+//   sbc_writer out(path, half_block, block_count);
+//   for (...) out.append(half);
+//   out.finish();
+//
+// Control path: throws status_error. Thread rules: one thread.
+class sbc_writer {
+ public:
+  // Checks the geometry as write_sbc() does (invalid_value for zero sizes, too_big over 2 GiB),
+  // creates the file (io_failed) and writes the header.
+  sbc_writer(std::string path, uint32_t block_size, uint32_t block_count);
+  ~sbc_writer();
+  sbc_writer(const sbc_writer&) = delete;
+  sbc_writer& operator=(const sbc_writer&) = delete;
+
+  // Appends one block of exactly block_size bytes; invalid_value for another size or a block past
+  // the declared count, io_failed when the file cannot be written.
+  void append(std::span<const uint8_t> block);
+  // Flushes and closes the file; invalid_value when fewer blocks came than declared (the file is
+  // then removed), io_failed when the last write or close fails.
+  void finish();
+
+  const std::string& path() const noexcept { return path_; }
+  uint32_t blocks_written() const noexcept { return written_; }
+
+ private:
+  void flush();
+
+  std::string path_;
+  unique_fd fd_;
+  uint32_t block_size_ = 0;
+  uint32_t block_count_ = 0;
+  uint32_t written_ = 0;
+  std::vector<uint8_t> pending_;  // bytes not yet written, at most pending_limit
+  size_t pending_limit_ = 0;
+  bool finished_ = false;
+};
+
 // A target's --binary-content (REFERENCE_SPEC §7.2), opened and checked before any memory is
 // allocated for it: an .sbc file gives its own geometry (the arguments are then ignored); any
 // other file must be exactly block_size * block_count raw bytes. read_into() then reads the

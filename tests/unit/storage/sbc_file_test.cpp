@@ -233,5 +233,40 @@ TEST_F(sbc_file_test, content_file_reads_straight_into_the_callers_memory) {
   EXPECT_EQ(error_of([&] { from_raw.read_into(raw_memory); }), status::io_failed);
 }
 
+TEST_F(sbc_file_test, streaming_writer_writes_what_write_sbc_writes) {
+  std::vector<uint8_t> content(3 * 1000);
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<uint8_t>(i * 7);
+  write_sbc(path("whole.sbc"), 1000, 3, content);
+  {
+    sbc_writer w(path("streamed.sbc"), 1000, 3);
+    for (size_t i = 0; i < 3; ++i) w.append(std::span(content).subspan(i * 1000, 1000));
+    EXPECT_EQ(w.blocks_written(), 3u);
+    w.finish();
+  }
+  EXPECT_EQ(read_file(path("streamed.sbc")), read_file(path("whole.sbc")));
+  const sbc_content back = read_sbc(path("streamed.sbc"));
+  EXPECT_EQ(back.content, content);
+}
+
+TEST_F(sbc_file_test, streaming_writer_refuses_wrong_blocks_and_removes_an_unfinished_file) {
+  std::vector<uint8_t> block(64, 1);
+  EXPECT_EQ(error_of([&] { sbc_writer(path("zero.sbc"), 0, 1); }), status::invalid_value);
+  EXPECT_EQ(error_of([&] { sbc_writer(path("big.sbc"), 1u << 20, 4097); }), status::too_big);
+  EXPECT_FALSE(fs::exists(path("zero.sbc")));
+  {
+    sbc_writer w(path("short.sbc"), 64, 2);
+    EXPECT_EQ(error_of([&] { w.append(std::span(block).first(63)); }), status::invalid_value);
+    w.append(block);
+    EXPECT_EQ(error_of([&] { w.finish(); }), status::invalid_value);  // 1 of 2 blocks
+    w.append(block);
+    EXPECT_EQ(error_of([&] { w.append(block); }), status::invalid_value);  // a third
+    EXPECT_TRUE(fs::exists(path("short.sbc")));
+  }
+  // Destroyed without finish(): no half-written file is left behind.
+  EXPECT_FALSE(fs::exists(path("short.sbc")));
+  EXPECT_EQ(error_of([&] { sbc_writer(dir_.string() + "/no/such/dir/x.sbc", 64, 1); }),
+            status::io_failed);
+}
+
 }  // namespace
 }  // namespace zc::storage
