@@ -58,10 +58,17 @@ class control_channel {
   virtual const std::string& last_error() const noexcept = 0;
 };
 
+// What a wait does once a stop was requested (zc::core::request_stop, Ctrl-C).
+enum class on_stop_request {
+  give_up,   // return shutdown at once: no wait outlives Ctrl-C
+  carry_on,  // keep waiting (bounded): the orderly ending that Ctrl-C started (stop, shutdown)
+};
+
 // Polls until a message arrives, the connection fails, or `timeout` passes (time_out). Sleeps in
-// poll(2) on wait_fd() in between, never spins. Returns shutdown once a stop was requested
-// (zc::core::request_stop, Ctrl-C), so no wait outlives Ctrl-C.
-[[nodiscard]] receive_result wait_for(control_channel& channel, std::chrono::milliseconds timeout);
+// poll(2) on wait_fd() in between, never spins. By default returns shutdown once a stop was
+// requested.
+[[nodiscard]] receive_result wait_for(control_channel& channel, std::chrono::milliseconds timeout,
+                                      on_stop_request policy = on_stop_request::give_up);
 
 // Polls until the channel is connected (a server has its client): success, time_out, shutdown.
 [[nodiscard]] status wait_until_connected(control_channel& channel,

@@ -465,6 +465,24 @@ TEST(comch_control_channel, a_stop_request_ends_every_wait) {
       ::testing::ExitedWithCode(0), "");
 }
 
+TEST(comch_control_channel, a_wait_told_to_carry_on_outlives_a_stop_request_without_spinning) {
+  EXPECT_EXIT(
+      {
+        connected_pair p;
+        const bool sent = p.client->send(query(7)) == status::success;
+        core::request_stop();
+        auto got = wait_for(p.server, 5s, on_stop_request::carry_on);
+        const bool received = got.msg && got.msg->message_id == 7;
+        const double before = thread_cpu_seconds();
+        const bool timed_out =
+            wait_for(p.server, 300ms, on_stop_request::carry_on).code == status::time_out;
+        const bool idle = thread_cpu_seconds() - before < 0.1;
+        const bool gave_up = wait_for(p.server, 5s).code == status::shutdown;
+        std::_Exit(sent && received && timed_out && idle && gave_up ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(comch_control_channel, consumer_events_of_the_client_surface_on_the_server) {
   connected_pair p;
   EXPECT_FALSE(p.server.take_consumer_event());
