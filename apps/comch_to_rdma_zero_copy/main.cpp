@@ -1,0 +1,55 @@
+// zcstore_comch_to_rdma_zero_copy: the zero-copy storage service. Serves one host initiator
+// over comch and relays its IO messages to one RDMA storage target, which moves the data
+// straight to and from the host's memory (REFERENCE_SPEC §2.7, §3.6).
+// Exit status: 0 after a session ended with shutdown (or Ctrl-C before any client), 1 when the
+// session failed (client or target lost, Ctrl-C mid-session, data-path errors), 2 for bad flags.
+#include <cstdio>
+
+#include "core/device.hpp"
+#include "core/log.hpp"
+#include "core/thread.hpp"
+#include "service/client_session.hpp"
+#include "service/target_set.hpp"
+#include "service/zero_copy_session.hpp"
+#include "storage/comch_control_channel.hpp"
+#include "storage/stats.hpp"
+#include "zero_copy_config.hpp"
+
+int main(int argc, char** argv) {
+  using namespace zc;
+  std::printf("%s: v%s\n", zero_copy::program_name, ZC_VERSION_STRING);
+  std::fflush(stdout);
+  zero_copy::zero_copy_config config;
+  if (auto code = zero_copy::parse_config(argc, argv, config)) return *code;
+  zero_copy::print_config(config);
+  core::install_stop_signal_handlers();
+  try {
+    const auto timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(config.control_timeout);
+    core::device device = core::device::open(config.device);
+    service::target_set targets({config.storage_server}, timeout);
+    storage::comch_control_server server(config.representor, config.command_channel_name);
+    // A launcher waits for this line before it starts the initiator.
+    ZC_LOG_INFO("listening on channel {}", config.command_channel_name);
+    service::client_link client(server);
+    service::zero_copy_session session({config.cpus, config.poll_mode, timeout}, device, targets,
+                                       client);
+    const service::session_outcome outcome = service::serve_client(client, session);
+    const auto blocks = session.stats();
+    std::fputs(storage::format_core_stats(blocks).c_str(), stdout);
+    std::fflush(stdout);
+    if (outcome == service::session_outcome::failed) return 1;
+    if (session.data_path_errors() != 0) {
+      ZC_LOG_ERROR("the data path had {} errors", session.data_path_errors());
+      return 1;
+    }
+    return 0;
+  } catch (const status_error& e) {
+    std::fprintf(stderr, "%s: %s (%s)\n", zero_copy::program_name, e.what(),
+                 status_name(e.code()).data());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", zero_copy::program_name, e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,34 @@
+// zcstore_comch_to_rdma_zero_copy's configuration: the reference's flags (REFERENCE_SPEC §1.2)
+// plus --json, --poll-mode and the log levels, and the checks made before anything starts.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/progress_engine.hpp"
+
+namespace zc::zero_copy {
+
+inline constexpr const char* program_name = "zcstore_comch_to_rdma_zero_copy";
+
+struct zero_copy_config {
+  std::string device = "auto";
+  std::string representor;
+  std::vector<uint32_t> cpus;
+  std::string storage_server;  // "a.b.c.d:port", checked
+  std::string command_channel_name = "doca_storage_comch";
+  std::chrono::seconds control_timeout{5};
+  core::poll_mode poll_mode = core::poll_mode::adaptive;
+};
+
+// Parses and checks argv. Returns an exit status when the program must stop now (help, version,
+// or a bad command line: one line on stderr, exit 2).
+std::optional<int> parse_config(int argc, const char* const* argv, zero_copy_config& out);
+
+// The configuration as the reference prints it.
+void print_config(const zero_copy_config& config);
+
+}  // namespace zc::zero_copy

@@ -1,0 +1,154 @@
+#include "service/client_session.hpp"
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+#include "core/thread.hpp"
+
+namespace zc::service {
+
+using storage::message;
+using storage::message_type;
+
+status client_link::pump(std::chrono::milliseconds timeout) {
+  storage::receive_result got = storage::wait_for(server_, timeout);
+  drain_events();
+  if (got.msg) {
+    early_.push_back(std::move(*got.msg));
+    return status::success;
+  }
+  if (got.code == status::time_out) return status::time_out;
+  if (got.code == status::shutdown) throw session_lost(status::shutdown, "stop requested");
+  throw session_lost(got.code, fmt::format("client connection lost: {}",
+                                           got.text.empty() ? status_name(got.code) : got.text));
+}
+
+void client_link::drain_events() {
+  while (auto e = server_.take_consumer_event()) {
+    ZC_LOG_DEBUG("client consumer {} {}", e->id,
+                 e->what == storage::consumer_event::kind::created ? "created" : "expired");
+    consumers_.apply(*e);
+  }
+}
+
+std::optional<message> client_link::take_request() {
+  if (early_.empty()) return std::nullopt;
+  message m = std::move(early_.front());
+  early_.pop_front();
+  return m;
+}
+
+void client_link::send(const message& msg) {
+  if (status s = server_.send(msg); !ok(s))
+    throw session_lost(s, fmt::format("cannot answer the client: {}", server_.last_error()));
+}
+
+void client_link::flush(std::chrono::milliseconds timeout) noexcept {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (server_.is_connected() && server_.queued_sends() != 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    storage::receive_result got = storage::wait_for(server_, poll_slice);
+    drain_events();
+    if (got.msg) early_.push_back(std::move(*got.msg));
+    if (got.failed() && got.code != status::time_out) break;
+  }
+}
+
+namespace {
+
+constexpr message_type stage_request[] = {
+    message_type::query_storage_request, message_type::init_storage_request,
+    message_type::start_storage_request, message_type::stop_storage_request,
+    message_type::shutdown_request,
+};
+constexpr size_t stage_count = std::size(stage_request);
+
+message handle(request_handler& handler, const message& request, size_t stage) {
+  const message_type expected = stage_request[stage];
+  // Shutdown is honoured at any stage: a client whose run failed goes straight to it.
+  if (request.type != expected && request.type != message_type::shutdown_request) {
+    ZC_LOG_WARN("unexpected {} while expecting a {}", storage::to_string(request.type),
+                storage::to_string(expected));
+    return storage::make_error_response(
+        request, status::unexpected,
+        fmt::format("Unexpected {} while expecting a {}", storage::to_string(request.type),
+                    storage::to_string(expected)));
+  }
+  try {
+    switch (request.type) {
+      case message_type::query_storage_request:
+        return handler.on_query(request);
+      case message_type::init_storage_request:
+        return handler.on_init(request);
+      case message_type::start_storage_request:
+        return handler.on_start(request);
+      case message_type::stop_storage_request:
+        return handler.on_stop(request);
+      default:
+        return handler.on_shutdown(request);
+    }
+  } catch (const session_lost&) {
+    throw;
+  } catch (const status_error& e) {
+    ZC_LOG_ERROR("{} failed: {}", storage::to_string(request.type), e.what());
+    return storage::make_error_response(request, e.code(), e.what());
+  } catch (const std::exception& e) {
+    ZC_LOG_ERROR("{} failed: {}", storage::to_string(request.type), e.what());
+    return storage::make_error_response(request, status::unknown, e.what());
+  }
+}
+
+}  // namespace
+
+session_outcome serve_client(client_link& client, request_handler& handler,
+                             std::chrono::milliseconds idle_check) {
+  auto& server = client.server();
+  // A server idles until a client comes; only a stop request ends the wait. The targets are
+  // still watched meanwhile, so a lost one ends the program rather than the first request.
+  for (;;) {
+    status s = storage::wait_until_connected(server, idle_check);
+    if (s == status::success) break;
+    if (s == status::shutdown) {
+      handler.abort("stop requested before a client connected");
+      return session_outcome::never_started;
+    }
+    if (s != status::time_out) {
+      handler.abort(fmt::format("comch server failed: {}", server.last_error()));
+      return session_outcome::failed;
+    }
+    try {
+      handler.check_health();
+    } catch (const std::exception& e) {
+      handler.abort(e.what());
+      return session_outcome::failed;
+    }
+  }
+  ZC_LOG_INFO("client connected (pid {})",
+              server.connection() != nullptr ? server.connection()->peer_pid() : 0);
+
+  size_t stage = 0;
+  try {
+    while (stage < stage_count) {
+      if (auto request = client.take_request()) {
+        ZC_LOG_DEBUG("received {} id {} cid {}", storage::to_string(request->type),
+                     request->message_id, request->correlation_id);
+        const bool shutdown = request->type == message_type::shutdown_request;
+        message reply = handle(handler, *request, stage);
+        client.send(reply);
+        // One message per stage, whatever came (REFERENCE_SPEC §2.9).
+        stage = shutdown ? stage_count : stage + 1;
+        continue;
+      }
+      if (client.pump(idle_check) == status::time_out) handler.check_health();
+    }
+  } catch (const std::exception& e) {
+    ZC_LOG_ERROR("session failed: {}", e.what());
+    handler.abort(e.what());
+    server.close();
+    return session_outcome::failed;
+  }
+  client.flush(std::chrono::seconds(1));
+  return session_outcome::completed;
+}
+
+}  // namespace zc::service

@@ -1,0 +1,157 @@
+#include "service/target_set.hpp"
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+
+namespace zc::service {
+
+using storage::message;
+using storage::message_type;
+
+target_set::target_set(const std::vector<std::string>& addresses,
+                       std::chrono::milliseconds control_timeout)
+    : timeout_(control_timeout), addresses_(addresses) {
+  // The reference's connect loop had no bound: one deadline for every target here.
+  const auto deadline = std::chrono::steady_clock::now() + control_timeout;
+  for (size_t i = 0; i < addresses_.size(); ++i) {
+    try {
+      channels_.push_back(std::make_unique<storage::tcp_client_channel>(addresses_[i], deadline));
+    } catch (const status_error& e) {
+      throw status_error(e.code(),
+                         fmt::format("cannot connect to storage {}: {}", name(i), e.what()));
+    }
+    ZC_LOG_INFO("connected to storage {}", name(i));
+  }
+}
+
+target_set::~target_set() = default;
+
+bool target_set::connected(size_t target) const noexcept {
+  return target < channels_.size() && channels_[target]->is_connected();
+}
+
+std::string target_set::name(size_t target) const {
+  return fmt::format("target {} ({})", target,
+                     target < addresses_.size() ? addresses_[target] : std::string("?"));
+}
+
+void target_set::lost(size_t target, const std::string& why) {
+  channels_[target]->close();
+  throw target_lost(status::connection_reset,
+                    fmt::format("storage {} connection lost: {}", name(target), why));
+}
+
+uint32_t target_set::send(size_t target, const target_request& what) {
+  if (target >= channels_.size())
+    throw status_error(status::invalid_value, fmt::format("no storage target {}", target));
+  if (!channels_[target]->is_connected()) lost(target, "not connected");
+  const uint32_t mid = next_mid_++;
+  message msg{what.type, mid, what.correlation_id, what.payload};
+  if (status s = channels_[target]->send(msg); !ok(s)) {
+    if (s == status::invalid_value || s == status::too_big)
+      throw status_error(s, channels_[target]->last_error());
+    lost(target, channels_[target]->last_error());
+  }
+  ZC_LOG_DEBUG("sent {} id {} cid {} to {}", storage::to_string(what.type), mid,
+               what.correlation_id, name(target));
+  return mid;
+}
+
+message target_set::wait_response(size_t target, uint32_t mid, message_type expected,
+                                  std::chrono::steady_clock::time_point deadline) {
+  auto& channel = *channels_[target];
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    const auto left = deadline > now
+                          ? std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)
+                          : std::chrono::milliseconds(0);
+    storage::receive_result got = storage::wait_for(channel, left);
+    if (got.code == status::time_out)
+      throw status_error(
+          status::time_out,
+          fmt::format("storage {} did not answer {} id {} within {} ms", name(target),
+                      storage::to_string(expected), mid, timeout_.count()));
+    if (got.code == status::shutdown) throw status_error(status::shutdown, "stop requested");
+    if (got.failed())
+      lost(target, got.text.empty() ? std::string(status_name(got.code)) : got.text);
+    message& reply = *got.msg;
+    if (reply.message_id != mid) {
+      // A late answer to a request that timed out: it answers nothing that is waited for now.
+      ZC_LOG_WARN("storage {}: dropped {} id {} while waiting for id {}", name(target),
+                  storage::to_string(reply.type), reply.message_id, mid);
+      continue;
+    }
+    if (reply.type == message_type::error_response) {
+      if (std::get_if<storage::error_response_payload>(&reply.payload) == nullptr)
+        throw status_error(status::unexpected, "error_response without its payload");
+      return std::move(reply);
+    }
+    if (reply.type != expected || !storage::payload_matches(expected, reply.payload))
+      throw status_error(status::unexpected,
+                         fmt::format("Unexpected {} while expecting a {}",
+                                     storage::to_string(reply.type), storage::to_string(expected)));
+    return std::move(reply);
+  }
+}
+
+message target_set::request(size_t target, const target_request& what, message_type expected) {
+  const uint32_t mid = send(target, what);
+  return wait_response(target, mid, expected, std::chrono::steady_clock::now() + timeout_);
+}
+
+std::vector<message> target_set::request_all(const target_request& what, message_type expected) {
+  std::vector<uint32_t> mids;
+  for (size_t i = 0; i < channels_.size(); ++i) mids.push_back(send(i, what));
+  // One deadline for the whole fan-out, as the reference's per-batch wait.
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  std::vector<message> replies;
+  for (size_t i = 0; i < channels_.size(); ++i)
+    replies.push_back(wait_response(i, mids[i], expected, deadline));
+  return replies;
+}
+
+void target_set::check_connections() {
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    auto& channel = *channels_[i];
+    if (!channel.is_connected()) lost(i, "not connected");
+    for (;;) {
+      storage::receive_result got = channel.poll();
+      if (got.failed()) lost(i, got.text.empty() ? std::string(status_name(got.code)) : got.text);
+      if (!got.msg) break;
+      ZC_LOG_WARN("storage {}: dropped unrequested {} id {}", name(i),
+                  storage::to_string(got.msg->type), got.msg->message_id);
+    }
+  }
+}
+
+void target_set::shutdown_all(uint32_t correlation_id) noexcept {
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    try {
+      if (!channels_[i]->is_connected()) continue;
+      auto reply =
+          request(i, {message_type::shutdown_request, correlation_id, storage::empty_payload{}},
+                  message_type::shutdown_response);
+      if (reply.type == message_type::error_response)
+        ZC_LOG_WARN("storage {} refused shutdown: {}", name(i),
+                    std::get<storage::error_response_payload>(reply.payload).message);
+    } catch (const std::exception& e) {
+      ZC_LOG_WARN("storage {}: shutdown not confirmed: {}", name(i), e.what());
+    }
+  }
+}
+
+std::vector<int> target_set::wait_fds() const {
+  std::vector<int> fds;
+  for (const auto& c : channels_) fds.push_back(c->wait_fd());
+  return fds;
+}
+
+message relay(const message& target_response, const message& client_request) {
+  message out = target_response;
+  out.message_id = client_request.message_id;
+  out.correlation_id = client_request.correlation_id;
+  return out;
+}
+
+}  // namespace zc::service

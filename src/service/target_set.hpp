@@ -1,0 +1,96 @@
+// target_set: a service's TCP control clients to its 1..n storage targets (REFERENCE_SPEC §2.1,
+// §2.5). One message-id counter is shared by all targets, so mids are unique across them; every
+// request carries the correlation id the caller gives (the client request being handled). A
+// request waits for its response with a deadline (--control-timeout), matched by mid.
+// Thread rules: one thread (the service's control thread) owns a target_set.
+//
+//   target_set targets({"10.0.0.2:1234"}, 5s);
+//   auto reply = targets.request(0, {message_type::query_storage_request, client.correlation_id},
+//                                message_type::query_storage_response);
+//   if (reply.type == message_type::error_response) return relay(reply, client_request);
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "storage/control_message.hpp"
+#include "storage/tcp_control_channel.hpp"
+
+namespace zc::service {
+
+// What to send: the type, the client request's correlation id, the payload. The mid is the set's.
+struct target_request {
+  storage::message_type type = storage::message_type::query_storage_request;
+  uint32_t correlation_id = 0;
+  storage::message_payload payload;
+};
+
+// A target's control connection failed: the session cannot go on.
+class target_lost : public status_error {
+ public:
+  using status_error::status_error;
+};
+
+class target_set {
+ public:
+  // Connects to every "a.b.c.d:port" in order, each retrying refused connects until
+  // `control_timeout` from now. Throws status_error: invalid_value (bad address), time_out,
+  // shutdown (Ctrl-C), not_connected.
+  target_set(const std::vector<std::string>& addresses, std::chrono::milliseconds control_timeout);
+  ~target_set();
+  target_set(const target_set&) = delete;
+  target_set& operator=(const target_set&) = delete;
+
+  size_t size() const noexcept { return channels_.size(); }
+  std::chrono::milliseconds control_timeout() const noexcept { return timeout_; }
+  // The mid the next message will carry.
+  uint32_t next_message_id() const noexcept { return next_mid_; }
+  bool connected(size_t target) const noexcept;
+  // "target 0 (127.0.0.1:1234)", for logs and error texts.
+  std::string name(size_t target) const;
+
+  // Sends to one target and waits (control_timeout, Ctrl-C aware) for the response with the same
+  // mid. Returns a response of type `expected` (payload type checked) or the target's
+  // error_response, for the caller to relay. Throws status_error: time_out (no response in time),
+  // unexpected ("Unexpected X while expecting a Y", or a payload of the wrong type), shutdown
+  // (Ctrl-C), and target_lost when the connection failed (sending or waiting).
+  storage::message request(size_t target, const target_request& what,
+                           storage::message_type expected);
+  // The same request to every target (one mid each), then every response, in target order.
+  std::vector<storage::message> request_all(const target_request& what,
+                                            storage::message_type expected);
+
+  // Never blocks: reads what the targets sent unasked (logged and dropped) and throws target_lost
+  // when a connection failed. For a service between client requests.
+  void check_connections();
+
+  // Best effort, for a session that failed: sends shutdown_request to every connected target and
+  // waits up to control_timeout for each answer. Never throws.
+  void shutdown_all(uint32_t correlation_id) noexcept;
+
+  // Descriptors readable when a target channel has something to do (for a caller's poll set).
+  std::vector<int> wait_fds() const;
+
+ private:
+  uint32_t send(size_t target, const target_request& what);
+  storage::message wait_response(size_t target, uint32_t mid, storage::message_type expected,
+                                 std::chrono::steady_clock::time_point deadline);
+  [[noreturn]] void lost(size_t target, const std::string& why);
+
+  std::chrono::milliseconds timeout_;
+  std::vector<std::string> addresses_;
+  std::vector<std::unique_ptr<storage::tcp_client_channel>> channels_;
+  uint32_t next_mid_ = 0;  // REFERENCE_SPEC §2.5: from 0, shared by every target
+};
+
+// The target's response turned into the answer to the client: the target's type and payload,
+// with the client request's mid and cid (REFERENCE_SPEC §2.7 step 2).
+storage::message relay(const storage::message& target_response,
+                       const storage::message& client_request);
+
+}  // namespace zc::service

@@ -1,0 +1,251 @@
+#include "service/zero_copy_session.hpp"
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+
+#include <exception>
+#include <optional>
+
+namespace zc::service {
+
+using storage::message;
+using storage::message_type;
+
+zero_copy_session::zero_copy_session(zero_copy_options options, const core::device& device,
+                                     target_set& targets, client_link& client)
+    : options_(std::move(options)), device_(device), targets_(targets), client_(client) {}
+
+zero_copy_session::~zero_copy_session() {
+  teardown();
+}
+
+message zero_copy_session::forward(const message& request, message_type type,
+                                   storage::message_payload payload, message_type expected) {
+  last_correlation_id_ = request.correlation_id;
+  try {
+    return targets_.request(0, {type, request.correlation_id, std::move(payload)}, expected);
+  } catch (const target_lost& e) {
+    throw session_lost(e.code(), e.what());
+  } catch (const status_error& e) {
+    if (e.code() == status::shutdown) throw session_lost(e.code(), e.what());
+    throw;
+  }
+}
+
+message zero_copy_session::on_query(const message& request) {
+  // The target's payload, or its error, with the client's ids (§2.7 step 2).
+  return relay(forward(request, message_type::query_storage_request, storage::empty_payload{},
+                       message_type::query_storage_response),
+               request);
+}
+
+message zero_copy_session::on_init(const message& request) {
+  const auto* init = std::get_if<storage::init_storage_request_payload>(&request.payload);
+  if (init == nullptr) throw status_error(status::invalid_value, "init without its payload");
+  if (!workers_.empty() || host_map_)
+    throw status_error(status::bad_state, "the storage is initialised already");
+  if (init->core_count == 0 || init->core_count > options_.cpus.size())
+    throw status_error(status::invalid_value,
+                       fmt::format("Unable to create {} threads as only {} were defined",
+                                   init->core_count, options_.cpus.size()));
+  // N = 2T (REFERENCE_SPEC §3.3) must fit the target's per-worker limit.
+  if (init->transaction_count == 0 || init->transaction_count > max_worker_transactions / 2)
+    throw status_error(status::invalid_value,
+                       fmt::format("transaction count {} is outside 1..{}", init->transaction_count,
+                                   max_worker_transactions / 2));
+  const uint32_t n = init->transaction_count * 2;
+
+  std::unique_ptr<core::memory_map> host_map = core::memory_map::import_pci(init->mmap_export);
+  std::vector<uint8_t> rdma_blob;
+  try {
+    rdma_blob = host_map->export_rdma();
+  } catch (const std::exception& e) {
+    throw status_error(status::not_permitted,
+                       fmt::format("Failed to re-export host mmap for rdma: {}", e.what()));
+  }
+  host_map_ = std::move(host_map);
+  try {
+    message reply = forward(request, message_type::init_storage_request,
+                            storage::init_storage_request_payload{n, init->core_count, rdma_blob},
+                            message_type::init_storage_response);
+    if (reply.type == message_type::error_response) {
+      teardown();
+      return relay(reply, request);
+    }
+    // One by one in index order, each consumer started before the next worker is built: worker
+    // i's consumer has the i-th smallest id (the pairing rule, peer_consumers.hpp).
+    comch::connection* conn = client_.server().connection();
+    if (conn == nullptr) throw session_lost(status::not_connected, "client connection lost");
+    for (uint32_t i = 0; i < init->core_count; ++i) {
+      workers_.push_back(std::make_unique<zero_copy_worker>(
+          options_.cpus[i], options_.poll_mode, device_, *conn, n,
+          zero_copy_worker_limits{options_.control_timeout, options_.control_timeout}));
+      for (auto role : {storage::rdma_role::io_data, storage::rdma_role::io_control}) {
+        message answer = forward(
+            request, message_type::create_rdma_connection_request,
+            storage::rdma_connection_payload{i, role, workers_.back()->export_connection(role)},
+            message_type::create_rdma_connection_response);
+        if (answer.type == message_type::error_response) {
+          teardown();
+          return relay(answer, request);
+        }
+        const auto& conn_payload = std::get<storage::rdma_connection_payload>(answer.payload);
+        if (conn_payload.context_idx != i || conn_payload.role != role)
+          throw status_error(
+              status::unexpected,
+              fmt::format("storage answered the connection of worker {} {} for worker {} {}", i,
+                          storage::to_string(role), conn_payload.context_idx,
+                          storage::to_string(conn_payload.role)));
+        workers_.back()->connect(role, conn_payload.connection_details);
+      }
+    }
+    ZC_LOG_INFO("init: {} workers with {} transactions each, host region of {} bytes",
+                init->core_count, n, host_map_->size());
+    return relay(reply, request);
+  } catch (const session_lost&) {
+    throw;
+  } catch (...) {
+    teardown();
+    throw;
+  }
+}
+
+message zero_copy_session::on_start(const message& request) {
+  if (workers_.empty()) throw status_error(status::bad_state, "start before a successful init");
+  message reply = forward(request, message_type::start_storage_request, storage::empty_payload{},
+                          message_type::start_storage_response);
+  if (reply.type == message_type::error_response) return relay(reply, request);
+  // The client announces its consumers before its start request; our contexts must run. Both
+  // bounded (the reference waited forever, §8.3).
+  const size_t cores = workers_.size();
+  bool contexts = false;
+  const bool ready = client_.pump_until(
+      [&] {
+        if (!client_.consumers().ready(cores)) return false;
+        contexts = true;
+        for (auto& w : workers_) contexts = contexts && w->ready();
+        return contexts;
+      },
+      options_.control_timeout);
+  if (!ready)
+    throw status_error(
+        status::time_out,
+        fmt::format("not ready within {} ms: {} of {} client consumers, {}",
+                    options_.control_timeout.count(), client_.consumers().size(), cores,
+                    contexts ? "connections running" : "connections not running"));
+  if (client_.consumers().size() != cores)
+    throw status_error(status::bad_state,
+                       fmt::format("the client announced {} consumers for {} workers",
+                                   client_.consumers().size(), cores));
+  const std::vector<uint32_t> ids = client_.consumers().ids();
+  for (size_t i = 0; i < cores; ++i) workers_[i]->start_data_path(ids[i]);
+  started_ = true;
+  ZC_LOG_INFO("data path started on {} workers", cores);
+  return relay(reply, request);
+}
+
+message zero_copy_session::on_stop(const message& request) {
+  // Ours drain first: the IOs in flight still need the target, and once the target stops its
+  // connections, their failure is no error of ours.
+  for (auto& w : workers_) {
+    try {
+      w->drain();
+    } catch (const std::exception& e) {
+      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
+    }
+  }
+  std::optional<message> reply;
+  std::exception_ptr failure;
+  try {
+    reply = forward(request, message_type::stop_storage_request, storage::empty_payload{},
+                    message_type::stop_storage_response);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  stop_workers();
+  // The host sees our consumers expire.
+  for (auto& w : workers_) {
+    try {
+      w->close_comch();
+    } catch (const std::exception& e) {
+      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+  return relay(*reply, request);
+}
+
+message zero_copy_session::on_shutdown(const message& request) {
+  // The client's consumers go first (bounded: the reference looped forever, with a null
+  // dereference, §8.3). A client that keeps them is noted, not obeyed.
+  if (!client_.pump_until([&] { return client_.consumers().empty(); }, options_.control_timeout))
+    ZC_LOG_WARN("{} client consumers still live at shutdown", client_.consumers().size());
+  message reply = forward(request, message_type::shutdown_request, storage::empty_payload{},
+                          message_type::shutdown_response);
+  teardown();
+  return relay(reply, request);
+}
+
+void zero_copy_session::check_health() {
+  try {
+    targets_.check_connections();
+  } catch (const target_lost& e) {
+    throw session_lost(e.code(), e.what());
+  }
+}
+
+void zero_copy_session::abort(const std::string& why) noexcept {
+  failed_ = true;
+  ZC_LOG_ERROR("ending the session: {}", why);
+  // Our side first: the host's IOs are answered or its consumers expire, whatever the target
+  // does next.
+  teardown();
+  targets_.shutdown_all(last_correlation_id_);
+}
+
+void zero_copy_session::stop_workers() noexcept {
+  if (workers_.empty() || workers_stopped_) return;
+  workers_stopped_ = true;
+  stats_.clear();
+  for (auto& w : workers_) {
+    try {
+      w->stop();
+      stats_.push_back(w->stats());
+    } catch (const std::exception& e) {
+      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
+      stats_.push_back({w->cpu(), 0, 1, 0, 0});
+    }
+    errors_ += stats_.back().errors;
+    if (stats_.back().errors != 0)
+      ZC_LOG_ERROR("worker on cpu {}: {} operations, {} errors", w->cpu(), stats_.back().operations,
+                   stats_.back().errors);
+  }
+}
+
+void zero_copy_session::teardown() noexcept {
+  if (started_) stop_workers();
+  started_ = false;
+  for (auto& w : workers_) {
+    try {
+      w->close_comch();
+    } catch (const std::exception& e) {
+      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
+    }
+  }
+  workers_.clear();
+  workers_stopped_ = false;
+  if (host_map_) host_map_->withdraw_rdma_export();
+  host_map_.reset();
+}
+
+std::vector<storage::core_stats> zero_copy_session::stats() const {
+  std::vector<storage::core_stats> out;
+  for (const auto& s : stats_)
+    out.push_back({s.cpu, s.operations, std::nullopt, s.pe_hits, s.pe_misses});
+  if (out.empty())
+    for (uint32_t cpu : options_.cpus) out.push_back({cpu, 0, std::nullopt, 0, 0});
+  return out;
+}
+
+}  // namespace zc::service

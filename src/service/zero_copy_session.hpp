@@ -1,0 +1,71 @@
+// The zero-copy service's handling of a client session (REFERENCE_SPEC §2.7): every request is
+// relayed to the one target with the client's correlation id, and the workers (zero_copy_worker)
+// are built at init, started at start, stopped at stop and destroyed at shutdown. Every wait is
+// bounded by --control-timeout. Thread rules: the control thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.hpp"
+#include "core/memory_map.hpp"
+#include "core/progress_engine.hpp"
+#include "service/client_session.hpp"
+#include "service/target_set.hpp"
+#include "service/zero_copy_worker.hpp"
+#include "storage/stats.hpp"
+
+namespace zc::service {
+
+struct zero_copy_options {
+  std::vector<uint32_t> cpus;  // worker i runs on cpus[i]
+  core::poll_mode poll_mode = core::poll_mode::adaptive;
+  std::chrono::milliseconds control_timeout{5000};
+};
+
+class zero_copy_session final : public request_handler {
+ public:
+  // targets: exactly one (the zero-copy pipeline); both must outlive the session.
+  zero_copy_session(zero_copy_options options, const core::device& device, target_set& targets,
+                    client_link& client);
+  ~zero_copy_session() override;
+
+  storage::message on_query(const storage::message& request) override;
+  storage::message on_init(const storage::message& request) override;
+  storage::message on_start(const storage::message& request) override;
+  storage::message on_stop(const storage::message& request) override;
+  storage::message on_shutdown(const storage::message& request) override;
+  void check_health() override;
+  void abort(const std::string& why) noexcept override;
+
+  // One block per worker of the last session (one empty block per --cpu when none ran).
+  std::vector<storage::core_stats> stats() const;
+  // Data-path errors counted by the workers.
+  uint64_t data_path_errors() const noexcept { return errors_; }
+  bool failed() const noexcept { return failed_; }
+
+ private:
+  // The target's answer to `type`, or a status_error the loop turns into an error_response.
+  storage::message forward(const storage::message& request, storage::message_type type,
+                           storage::message_payload payload, storage::message_type expected);
+  void stop_workers() noexcept;
+  void teardown() noexcept;
+
+  zero_copy_options options_;
+  const core::device& device_;
+  target_set& targets_;
+  client_link& client_;
+  std::unique_ptr<core::memory_map> host_map_;  // the host's IO region, re-exported for rdma
+  std::vector<std::unique_ptr<zero_copy_worker>> workers_;
+  std::vector<zero_copy_worker_stats> stats_;
+  bool started_ = false;
+  bool workers_stopped_ = false;
+  bool failed_ = false;
+  uint64_t errors_ = 0;
+  uint32_t last_correlation_id_ = 0;
+};
+
+}  // namespace zc::service
