@@ -12,10 +12,14 @@
 # against the aims, and rewrites the "## pipeline" section of docs/BENCHMARKS.md.
 #
 # Placement on 2 cores (the defaults; the "Why this placement" text below says why):
+# Before each round the script waits (up to ZC_BENCH_QUIET_WAIT s, default 30) until the machine
+# is at most ZC_BENCH_QUIET_PCT % busy (default 15) over a second, and records what it measured.
 #   cpu 1: the server of every case (target, nbdkit); the target busy-polls, alone on its core;
 #   cpu 0: the client side: (a) initiator + service, both in event mode (they hand the core to
 #          each other); (b) zc_target_bench, busy polling (alone); (c) fio.
-# Knobs: ZC_BENCH_SECONDS (per measurement, default 3), ZC_BENCH_DEVICE (default auto),
+# Each of (b), (a), (c) runs ROUNDS times, interleaved (round 1: b a c, round 2: b a c, ...); the
+# table shows per case the round with the median IOPS, and the IOPS range over the rounds.
+# Knobs: ZC_BENCH_SECONDS (per measurement, default 2), ZC_BENCH_ROUNDS (default 3), ZC_BENCH_DEVICE (default auto),
 # ZC_BENCH_CLIENT_CPU / ZC_BENCH_SERVICE_CPU / ZC_BENCH_TARGET_CPU (0 / 0 / 1),
 # ZC_BENCH_CLIENT_POLL / ZC_BENCH_SERVICE_POLL / ZC_BENCH_TARGET_POLL (event / event / busy),
 # ZC_BENCH_DRIVER_POLL ((b)'s driver, default busy), ZC_BENCH_NBDKIT_THREADS (default 16, nbdkit's own),
@@ -28,7 +32,10 @@ BIN=$BUILD/bench
 TARGET=$BUILD/apps/target_rdma/zcstore_target_rdma
 SERVICE=$BUILD/apps/comch_to_rdma_zero_copy/zcstore_comch_to_rdma_zero_copy
 INITIATOR=$BUILD/apps/initiator_comch/zcstore_initiator_comch
-SECS=${ZC_BENCH_SECONDS:-3}
+SECS=${ZC_BENCH_SECONDS:-2}
+ROUNDS=${ZC_BENCH_ROUNDS:-3}
+QUIET_WAIT=${ZC_BENCH_QUIET_WAIT:-30}
+QUIET_PCT=${ZC_BENCH_QUIET_PCT:-15}
 DEV=${ZC_BENCH_DEVICE:-auto}
 CCPU=${ZC_BENCH_CLIENT_CPU:-0}
 SCPU=${ZC_BENCH_SERVICE_CPU:-0}
@@ -72,15 +79,39 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Other processes that were using a CPU (lifetime average ≥ 20%): on a shared 2-core machine
+# they take turns with the pinned benchmark processes and the figures say less.
+busy_others() {
+  ps -eo pid=,pcpu=,comm= | awk -v me=$$ '$1 != me && $2 >= 20 && $3 != "ps" { printf "%s%s (%s%%)", sep, $3, $2; sep = ", " }'
+}
+# cpu_busy: percent of all CPUs busy over the next second (from /proc/stat).
+cpu_busy() {
+  local a b
+  a=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
+  sleep 1
+  b=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
+  echo "$a $b" | awk '{ busy = $3 - $1; idle = $4 - $2; printf "%.0f", ((busy + idle) > 0 ? 100 * busy / (busy + idle) : 0) }'
+}
+# wait_quiet: before a round, waits up to QUIET_WAIT seconds for the machine to be idle (at most
+# QUIET_PCT % busy over a second); prints what it last measured.
+wait_quiet() {
+  local busy deadline=$(($(date +%s) + QUIET_WAIT))
+  while :; do
+    busy=$(cpu_busy)
+    if [ "$busy" -le "$QUIET_PCT" ] || [ "$(date +%s)" -ge "$deadline" ]; then break; fi
+  done
+  echo "$busy"
+}
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+BUSY_START=$(busy_others)
 STARTED=$(date +%s)
 FAILED=0
 
 # wait_log FILE REGEX SECONDS PID: prints the first match's text once it appears; fails when the
 # process dies or the time is up.
 wait_log() {
-  local file=$1 re=$2 secs=$3 pid=$4 i line
-  for i in $(seq $((secs * 50))); do
+  local file=$1 re=$2 secs=$3 pid=$4 line
+  for _ in $(seq $((secs * 50))); do
     line=$(grep -m1 -oE "$re" "$file" 2>/dev/null || true)
     if [ -n "$line" ]; then echo "$line"; return 0; fi
     kill -0 "$pid" 2>/dev/null || return 1
@@ -178,28 +209,38 @@ pipeline_once() {
   echo "$dir/stats.json"
 }
 
+# last_iops IMPL TEST QD: the IOPS of the latest result of that case, or nothing.
+last_iops() {
+  awk -v i="impl=$1" -v t="test=$2" -v q="qd=$3" '$2 == i && $3 == t && $4 == q {
+    split($5, p, "="); v = p[2] } END { if (v != "") print v }' "$RESULTS"
+}
+
 run_pipeline() {
   local test qd ref pilot ops stats
   for test in read write; do
     for qd in 1 64; do
-      # Runs are bounded by an operation count: a pilot of ~0.5 s (sized from the target-direct
-      # rate of the same case) measures the rate, the measured run is sized to last ~SECS.
-      ref=$(awk -v t="$test" -v q="$qd" '$2 == "impl=target" && $3 == "test=" t && $4 == "qd=" q {
-              split($5, p, "="); print p[2] }' "$RESULTS")
-      pilot=$(awk -v r="${ref:-20000}" 'BEGIN { n = int(r / 2); if (n < 5000) n = 5000; print n }')
-      if ! stats=$(pipeline_once "$test" "$qd" "$pilot" "$test-$qd-pilot"); then FAILED=1; continue; fi
-      ops=$(jq -r --arg s "$SECS" '.operation_count / .duration_seconds * ($s | tonumber) | floor' "$stats")
+      # Runs are bounded by an operation count, sized to last ~SECS from the rate of this case's
+      # previous round; in the first round a pilot of ~0.5 s (sized from the target-direct rate)
+      # measures it.
+      ref=$(last_iops pipeline "$test" "$qd")
+      if [ -z "$ref" ]; then
+        ref=$(last_iops target "$test" "$qd")
+        pilot=$(awk -v r="${ref:-20000}" 'BEGIN { n = int(r / 2); if (n < 5000) n = 5000; print n }')
+        if ! stats=$(pipeline_once "$test" "$qd" "$pilot" "$test-$qd-$ROUND-pilot"); then FAILED=1; continue; fi
+        ref=$(jq -r '.operation_count / .duration_seconds' "$stats" 2>/dev/null || echo 0)
+      fi
+      ops=$(awk -v r="$ref" -v s="$SECS" 'BEGIN { printf "%d", r * s }')
       ops=$(awk -v n="$ops" 'BEGIN { if (n < 10000) n = 10000; if (n > 50000000) n = 50000000; print n }')
-      if ! stats=$(pipeline_once "$test" "$qd" "$ops" "$test-$qd"); then FAILED=1; continue; fi
+      if ! stats=$(pipeline_once "$test" "$qd" "$ops" "$test-$qd-$ROUND"); then FAILED=1; continue; fi
       jq -r --arg t "$test" --arg q "$qd" '"result impl=pipeline test=\($t) qd=\($q) iops=\(.operation_count / .duration_seconds) mean_us=\(.latency_us.mean) p50_us=\(.latency_us.p50) p99_us=\(.latency_us.p99) n=\(.operation_count) seconds=\(.duration_seconds)"' \
-        "$stats" | tee -a "$RESULTS" | sed 's/^result /  /'
+        "$stats" | tee -a "$RESULTS" | sed 's/^result /  /' || FAILED=1
     done
   done
 }
 
 # ---- (c) nbdkit memory over a Unix socket, fio's nbd engine; one server for every case.
 run_nbdkit() {
-  local sock=$WORK/nbd.sock npid log=$WORK/nbdkit.log uri test qd rw
+  local sock=$WORK/nbd-$ROUND.sock npid log=$WORK/nbdkit-$ROUND.log uri test qd rw
   taskset -c "$TCPU" timeout "$RUN_TIMEOUT" nbdkit -U "$sock" --foreground -t "$NBD_THREADS" \
     memory "${SIZE_MIB}M" allocator=malloc >"$log" 2>&1 &
   npid=$!
@@ -221,39 +262,46 @@ run_nbdkit() {
       rw="rand$test"
       if ! taskset -c "$CCPU" timeout "$RUN_TIMEOUT" fio --name="$rw-$qd" --ioengine=nbd --uri="$uri" \
         --rw="$rw" --bs=4k --iodepth="$qd" --size="${SIZE_MIB}M" --time_based --ramp_time=0.5 \
-        --runtime="$SECS" --lat_percentiles=1 --output-format=json --output="$WORK/fio-$rw-$qd.json" \
-        >/dev/null 2>"$WORK/fio-$rw-$qd.err"; then
+        --runtime="$SECS" --lat_percentiles=1 --output-format=json --output="$WORK/fio-$rw-$qd-$ROUND.json" \
+        >/dev/null 2>"$WORK/fio-$rw-$qd-$ROUND.err"; then
         echo "run_pipeline.sh: fio $rw qd $qd failed:" >&2
-        cat "$WORK/fio-$rw-$qd.err" >&2
+        cat "$WORK/fio-$rw-$qd-$ROUND.err" >&2
         FAILED=1
         continue
       fi
       # lat = slat + clat: submission to completion, like the other two columns.
       jq -r --arg t "$test" --arg q "$qd" '.jobs[0][$t] as $j |
         "result impl=nbdkit test=\($t) qd=\($q) iops=\($j.iops) mean_us=\($j.lat_ns.mean / 1000) p50_us=\($j.lat_ns.percentile["50.000000"] / 1000) p99_us=\($j.lat_ns.percentile["99.000000"] / 1000) n=\($j.total_ios) errors=\(.jobs[0].error)"' \
-        "$WORK/fio-$rw-$qd.json" | tee -a "$RESULTS" | sed 's/^result /  /'
+        "$WORK/fio-$rw-$qd-$ROUND.json" | tee -a "$RESULTS" | sed 's/^result /  /'
     done
   done
   kill "$npid" 2>/dev/null || true
   wait "$npid" 2>/dev/null || true
 }
 
-echo "-- (b) target direct: zc_target_bench on cpu $CCPU ($DPOLL), target on cpu $TCPU ($TPOLL), device $DEV"
-run_target_direct
-if [ -z "$PIPE_MISSING" ]; then
-  echo "-- (a) pipeline: initiator on cpu $CCPU ($CPOLL), service on cpu $SCPU ($SPOLL), target on cpu $TCPU ($TPOLL), device $DEV"
-  run_pipeline
-else
-  echo "-- (a) pipeline: not run, programs missing:$PIPE_MISSING"
-fi
-if [ -z "$NBD_MISSING" ]; then
-  echo "-- (c) nbdkit $(nbdkit --version | awk '{ print $2 }') memory (-t $NBD_THREADS) on cpu $TCPU, $(fio --version) nbd engine on cpu $CCPU"
-  run_nbdkit
-else
-  echo "-- (c) nbdkit: not run, missing:$NBD_MISSING"
-fi
+QUIET=""
+for ROUND in $(seq "$ROUNDS"); do
+  busy=$(wait_quiet)
+  QUIET="$QUIET${QUIET:+, }$busy%"
+  echo "== round $ROUND of $ROUNDS (machine $busy% busy over the second before)"
+  echo "-- (b) target direct: zc_target_bench on cpu $CCPU ($DPOLL), target on cpu $TCPU ($TPOLL), device $DEV"
+  run_target_direct
+  if [ -z "$PIPE_MISSING" ]; then
+    echo "-- (a) pipeline: initiator on cpu $CCPU ($CPOLL), service on cpu $SCPU ($SPOLL), target on cpu $TCPU ($TPOLL), device $DEV"
+    run_pipeline
+  else
+    echo "-- (a) pipeline: not run, programs missing:$PIPE_MISSING"
+  fi
+  if [ -z "$NBD_MISSING" ]; then
+    echo "-- (c) nbdkit $(nbdkit --version | awk '{ print $2 }') memory (-t $NBD_THREADS) on cpu $TCPU, $(fio --version) nbd engine on cpu $CCPU"
+    run_nbdkit
+  else
+    echo "-- (c) nbdkit: not run, missing:$NBD_MISSING"
+  fi
+done
 
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+BUSY_END=$(busy_others)
 ELAPSED=$(($(date +%s) - STARTED))
 
 # ---- the table and the ratios against the aims.
@@ -263,12 +311,28 @@ awk -v table="$TABLE" -v pipe_missing="$PIPE_MISSING" -v nbd_missing="$NBD_MISSI
     delete kv
     for (i = 2; i <= NF; ++i) { split($i, p, "="); kv[p[1]] = p[2] }
     k = kv["impl"] "|" kv["test"] "|" kv["qd"]
-    for (f in kv) val[k "|" f] = kv[f]
+    r = ++rounds[k]
+    for (f in kv) val[k "|" r "|" f] = kv[f]
     have[k] = 1
   }
-  function get(impl, test, qd, f,   k) {
+  # The round with the median IOPS (the lower middle one of an even count).
+  function pick(k,   n, i, j, t, idx) {
+    if (k in chosen) return chosen[k]
+    n = rounds[k]
+    for (i = 1; i <= n; ++i) idx[i] = i
+    for (i = 2; i <= n; ++i)
+      for (j = i; j > 1 && val[k "|" idx[j - 1] "|iops"] + 0 > val[k "|" idx[j] "|iops"] + 0; --j) {
+        t = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = t
+      }
+    lo[k] = val[k "|" idx[1] "|iops"]; hi[k] = val[k "|" idx[n] "|iops"]
+    chosen[k] = idx[int((n + 1) / 2)]
+    return chosen[k]
+  }
+  function get(impl, test, qd, f,   k, r) {
     k = impl "|" test "|" qd
-    return (k in have) && ((k "|" f) in val) ? val[k "|" f] : ""
+    if (!(k in have)) return ""
+    r = pick(k)
+    return ((k "|" r "|" f) in val) ? val[k "|" r "|" f] : ""
   }
   function num(x, fmt) { return x == "" ? "n/a" : sprintf(fmt, x) }
   function iops(x) {
@@ -281,8 +345,8 @@ awk -v table="$TABLE" -v pipe_missing="$PIPE_MISSING" -v nbd_missing="$NBD_MISSI
     name["pipeline"] = "(a) pipeline: initiator → service → target"
     name["target"] = "(b) target driven directly"
     name["nbdkit"] = "(c) nbdkit memory + fio nbd"
-    print "| implementation | IO (4 KiB) | QD | IOPS | mean µs | p50 µs | p99 µs |" > table
-    print "|---|---|---|---|---|---|---|" >> table
+    print "| implementation | IO (4 KiB) | QD | IOPS (median round) | IOPS range over the rounds | mean µs | p50 µs | p99 µs |" > table
+    print "|---|---|---|---|---|---|---|---|" >> table
     for (t = 1; t <= 2; ++t) {
       test = t == 1 ? "read" : "write"
       for (q = 1; q <= 2; ++q) {
@@ -294,13 +358,15 @@ awk -v table="$TABLE" -v pipe_missing="$PIPE_MISSING" -v nbd_missing="$NBD_MISSI
             why = "not run"
             if (im == "pipeline" && pipe_missing != "") why = "not run: programs missing (" substr(pipe_missing, 2) ")"
             if (im == "nbdkit" && nbd_missing != "") why = "not run: missing " substr(nbd_missing, 2)
-            printf "| %s | %s | %s | %s | | | |\n", name[im], test, qd, why >> table
+            printf "| %s | %s | %s | %s | | | | |\n", name[im], test, qd, why >> table
             continue
           }
           cell = iops(get(im, test, qd, "iops"))
-          e = get(im, test, qd, "errors")
+          e = 0
+          for (r = 1; r <= rounds[k]; ++r) e += val[k "|" r "|errors"]
           if (e != "" && e != 0) cell = cell " (**" e " errors**)"
-          printf "| %s | %s | %s | %s | %s | %s | %s |\n", name[im], test, qd, cell,
+          range = iops(lo[k]) "–" iops(hi[k]) " (" rounds[k] ")"
+          printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", name[im], test, qd, cell, range,
             num(get(im, test, qd, "mean_us"), "%.1f"), num(get(im, test, qd, "p50_us"), "%.1f"),
             num(get(im, test, qd, "p99_us"), "%.1f") >> table
         }
@@ -337,6 +403,7 @@ awk -v table="$TABLE" -v pipe_missing="$PIPE_MISSING" -v nbd_missing="$NBD_MISSI
 if [ "${ZC_BENCH_NO_DOC:-0}" = 1 ]; then
   echo
   cat "$TABLE"
+  echo "(other processes using a CPU: ${BUSY_START:-none} at start, ${BUSY_END:-none} at end)"
   echo "(${ELAPSED} s; load average $LOAD_START → $LOAD_END; ZC_BENCH_NO_DOC=1: $DOC left alone)"
   exit $FAILED
 fi
@@ -348,6 +415,9 @@ FIO_VERSION=$( (fio --version 2>/dev/null || true))
 NOTE=""
 if awk -v l="${LOAD_START%% *}" -v n="$(nproc)" 'BEGIN { exit !(l > 0.5 * n) }'; then
   NOTE="**Caution:** the 1-minute load average was ${LOAD_START%% *} on $(nproc) CPUs when this ran: other processes shared the pinned CPUs, so absolute numbers are noisy."
+fi
+if [ -n "$BUSY_START$BUSY_END" ]; then
+  NOTE="${NOTE:+$NOTE }**Other processes using a CPU** (ps lifetime average): at start: ${BUSY_START:-none}; at end: ${BUSY_END:-none}."
 fi
 poll_why() {
   case "$1" in
@@ -367,8 +437,9 @@ SECTION=$WORK/section.md
   echo "- Command: \`scripts/dev.sh bench pipeline\` (installs nbdkit, fio and jq if missing, builds build/release, then \`bench/run.sh build/release pipeline\` → \`$INVOCATION\`), ${ELAPSED} s in total"
   echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: nproc=$(nproc), CPU \"$CPU_MODEL\", kernel $(uname -r), UCX ${UCX_VERSION:-?}, nbdkit ${NBD_VERSION:-?}, ${FIO_VERSION:-fio ?}; load average $LOAD_START at start, $LOAD_END at end"
   echo "- Placement and poll modes: target and nbdkit on cpu $TCPU, target $(poll_why "$TPOLL"); (a) initiator on cpu $CCPU, $(poll_why "$CPOLL"), service on cpu $SCPU, $(poll_why "$SPOLL"); (b) driver on cpu $CCPU, $(poll_why "$DPOLL"); (c) fio on cpu $CCPU. UCX device \`$DEV\`; UCX_MM_ERROR_HANDLING=y, UCX_KEEPALIVE_INTERVAL=1s everywhere."
+  echo "- Rounds: $ROUNDS, interleaved (each round runs (b), then (a), then (c), every case; before each, up to ${QUIET_WAIT} s of waiting for the machine to be at most ${QUIET_PCT}% busy over a second: it was $QUIET); the table shows per case the round with the median IOPS (its latencies too) and the IOPS range over the rounds: the machine is shared, and a single run can be off by several times."
   echo "- Processes (every one \`taskset -c CPU timeout $RUN_TIMEOUT ...\`; PORT from the target's \"listening on port\" line, NAME a fresh channel name per run):"
-  echo "  - (a) target: \`zcstore_target_rdma -d $DEV --cpu $TCPU --listen-port 0 --poll-mode $TPOLL --block-size $BLOCK --block-count $BLOCKS\`; service: \`zcstore_comch_to_rdma_zero_copy -d $DEV -r auto --cpu $SCPU --storage-server 127.0.0.1:PORT --command-channel-name NAME --poll-mode $SPOLL\`; initiator: \`zcstore_initiator_comch -d $DEV --cpu $CCPU --execution-strategy read_throughput_test|write_throughput_test --run-limit-operation-count N --transaction-count QD --command-channel-name NAME --poll-mode $CPOLL --stats-json FILE --no-progress\`. Three fresh processes per run (the service serves one session). A pilot run of about 0.5 s measures the rate and N is set so that the measured run lasts about ${SECS} s. IOPS = operation_count / duration_seconds of the stats JSON; latencies are its latency_us fields (whole microseconds)."
+  echo "  - (a) target: \`zcstore_target_rdma -d $DEV --cpu $TCPU --listen-port 0 --poll-mode $TPOLL --block-size $BLOCK --block-count $BLOCKS\`; service: \`zcstore_comch_to_rdma_zero_copy -d $DEV -r auto --cpu $SCPU --storage-server 127.0.0.1:PORT --command-channel-name NAME --poll-mode $SPOLL\`; initiator: \`zcstore_initiator_comch -d $DEV --cpu $CCPU --execution-strategy read_throughput_test|write_throughput_test --run-limit-operation-count N --transaction-count QD --command-channel-name NAME --poll-mode $CPOLL --stats-json FILE --no-progress\`. Three fresh processes per run (the service serves one session). N is set so that the run lasts about ${SECS} s at the rate of the case's previous round (first round: a pilot run of about 0.5 s measures it). IOPS = operation_count / duration_seconds of the stats JSON; latencies are its latency_us fields (whole microseconds)."
   echo "  - (b) target: as in (a); driver: \`zc_target_bench --port PORT --device $DEV --cpu $CCPU --poll $DPOLL --seconds $SECS --qd 1,64 --size $BLOCK --tests read,write\` (one session; per case a closed loop, 0.2 s warm-up, ${SECS} s measured)."
   echo "  - (c) \`nbdkit -U SOCK --foreground -t $NBD_THREADS memory ${SIZE_MIB}M allocator=malloc\` (a flat malloc'd buffer, nbdkit's fastest allocator; filled once with \`fio --rw=write --bs=1m\` so reads return written memory), then per case \`fio --name=X --ioengine=nbd --uri='nbd+unix:///?socket=SOCK' --rw=randread|randwrite --bs=4k --iodepth=QD --size=${SIZE_MIB}M --time_based --ramp_time=0.5 --runtime=$SECS --lat_percentiles=1 --output-format=json\`; figures from jobs[0].read|write: iops and lat_ns (submission to completion, slat + clat), mean and percentiles."
   echo
