@@ -300,13 +300,29 @@ std::optional<std::string> supervisor::wait_for_line(child_id id, std::string_vi
 }
 
 std::optional<exit_status> supervisor::wait_exit(child_id id, milliseconds timeout) {
+  return wait_exit(id, timeout, pump_mode::honour_stop);
+}
+
+std::optional<exit_status> supervisor::wait_exit_while_stopping(child_id id, milliseconds timeout) {
+  return wait_exit(id, timeout, pump_mode::ignore_stop);
+}
+
+std::optional<exit_status> supervisor::wait_exit(child_id id, milliseconds timeout,
+                                                 pump_mode mode) {
   child& c = *children_.at(id);
   const auto deadline = clock::now() + timeout;
   while (!c.status) {
     if (clock::now() >= deadline) return std::nullopt;
-    if (!pump(remaining(deadline), pump_mode::honour_stop)) return std::nullopt;
+    if (!pump(remaining(deadline), mode)) return std::nullopt;
   }
   return c.status;
+}
+
+bool supervisor::signal(child_id id, int signo) {
+  child& c = *children_.at(id);
+  if (c.status) return false;
+  // Not yet reaped, so the pid cannot have been reused.
+  return ::kill(c.pid, signo) == 0;
 }
 
 std::optional<supervisor::child_id> supervisor::wait_any_exit(milliseconds timeout) {

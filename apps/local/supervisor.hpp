@@ -101,6 +101,13 @@ class supervisor {
                                            std::chrono::milliseconds timeout);
   // Pumps output until `id` has ended. nullopt on timeout or when a stop was requested.
   std::optional<exit_status> wait_exit(child_id id, std::chrono::milliseconds timeout);
+  // As wait_exit, but goes on after a stop request: for the orderly stop that follows one (let
+  // the initiator end its session, then its servers end theirs). nullopt on timeout only.
+  std::optional<exit_status> wait_exit_while_stopping(child_id id,
+                                                      std::chrono::milliseconds timeout);
+  // Sends `signo` to this child alone (not its group), e.g. to forward a Ctrl-C to the one
+  // child that knows how to end the session. False when it has already ended.
+  bool signal(child_id id, int signo);
   // Pumps output until any child has ended and returns the first that did (lowest id); nullopt on
   // timeout, stop request, or when there is no running child. The launcher's main loop.
   std::optional<child_id> wait_any_exit(std::chrono::milliseconds timeout);
@@ -117,6 +124,8 @@ class supervisor {
   // One poll(2) over every pipe, pidfd and the stop fd, at most `timeout`; handles what is ready.
   // False when a stop was requested (in honour_stop mode).
   bool pump(std::chrono::milliseconds timeout, pump_mode mode);
+  std::optional<exit_status> wait_exit(child_id id, std::chrono::milliseconds timeout,
+                                       pump_mode mode);
   void read_pipe(child& c, int stream_index);
   void emit(child& c, int stream_index, std::string_view text);
   void reap(child& c);

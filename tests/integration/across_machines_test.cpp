@@ -13,9 +13,16 @@
 namespace zc::test {
 namespace {
 
+// iproute2's `ip`, or "" when it is not installed.
+std::string ip_path() {
+  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
+    if (::access(p, X_OK) == 0) return p;
+  return "";
+}
+
 // Runs `ip` with a bound; the exit status, or -1.
 int ip(std::vector<std::string> args) {
-  args.insert(args.begin(), "ip");
+  args.insert(args.begin(), ip_path());
   subprocess p(args);
   auto code = p.wait(std::chrono::seconds(10));
   return code ? *code : -1;
@@ -36,8 +43,12 @@ class veth_namespace {
       why_not_ = "not root: cannot create a network namespace";
       return;
     }
+    if (ip_path().empty()) {
+      why_not_ = "iproute2's ip is not installed";
+      return;
+    }
     if (ip({"netns", "add", name_}) != 0) {
-      why_not_ = "`ip netns add` failed (no CAP_NET_ADMIN or no iproute2)";
+      why_not_ = "`ip netns add` failed (no CAP_NET_ADMIN?)";
       return;
     }
     made_ = true;
@@ -70,7 +81,7 @@ TEST(across_machines, the_target_in_another_network_namespace_serves_over_tcp) {
   if (!ns.why_not().empty()) GTEST_SKIP() << ns.why_not();
   const auto content = temp_file("content", content_bytes(uint64_t(block_size) * block_count, 3));
   pipeline p({.content = content,
-              .target_prefix = {"ip", "netns", "exec", ns.name_},
+              .target_prefix = {ip_path(), "netns", "exec", ns.name_},
               .target_device = ns.peer_if_,
               .service_device = ns.host_if_,
               .target_host = ns.peer_ip_});

@@ -7,11 +7,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -87,10 +87,12 @@ class pipeline {
     target = std::make_unique<subprocess>(argv);
     if (!target->wait_for_output("listening on port", start_timeout)) return false;
     if (port_ == 0) {
-      std::smatch m;
       const std::string out = target->output();
-      if (!std::regex_search(out, m, std::regex("listening on port ([0-9]+)"))) return false;
-      port_ = static_cast<uint16_t>(std::stoi(m[1]));
+      const std::string key = "listening on port ";
+      const auto at = out.find(key);
+      if (at == std::string::npos) return false;
+      port_ = static_cast<uint16_t>(std::strtoul(out.c_str() + at + key.size(), nullptr, 10));
+      if (port_ == 0) return false;
     }
     return true;
   }
@@ -103,7 +105,7 @@ class pipeline {
                                   "-d",
                                   options_.service_device,
                                   "-r",
-                                  "host-pf0",
+                                  "auto",
                                   "--poll-mode",
                                   "event",
                                   "--storage-server",

@@ -4,6 +4,8 @@
 // any order, and bad flags.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "integration/pipeline.hpp"
 
 namespace zc::test {
@@ -88,6 +90,30 @@ TEST(pipeline, ctrl_c_drains_the_run_and_ends_the_session_in_order) {
   EXPECT_NE(p.initiator->output().find("| Operation count: "), std::string::npos);
   EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(0)) << p.all_output();
   EXPECT_EQ(p.target->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+}
+
+TEST(pipeline, progress_lines_and_the_stats_json_file_report_the_run) {
+  const auto json = std::filesystem::temp_directory_path() / unique_name("stats") += ".json";
+  pipeline p;
+  ASSERT_TRUE(p.start_all("read_throughput_test", 1'000'000'000,
+                          {"--progress", "--stats-json", json.string()}))
+      << p.all_output();
+  // One progress line a second on stderr while the run goes on.
+  ASSERT_TRUE(p.initiator->wait_for_output("IOPS", start_timeout)) << p.all_output();
+  p.initiator->signal(SIGINT);
+  EXPECT_EQ(p.initiator->wait(run_timeout), std::optional<int>(130)) << p.all_output();
+  std::ifstream in(json);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string out = p.initiator->output();
+  const std::string key = "| Operation count: ";
+  const auto at = out.find(key);
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string count = out.substr(at + key.size(), out.find('\n', at) - at - key.size());
+  const auto stats = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_FALSE(stats.is_discarded()) << text;
+  EXPECT_EQ(std::to_string(stats.value("operation_count", uint64_t(0))), count) << text;
+  EXPECT_TRUE(stats.contains("latency_us") && stats["latency_us"].contains("p99")) << text;
+  std::filesystem::remove(json);
 }
 
 // A run long enough to be killed in the middle of.

@@ -471,6 +471,35 @@ TEST(supervisor, sigterm_to_the_supervisor_wakes_its_wait_and_it_stops_the_child
   EXPECT_TRUE(gone_within(child, gone_timeout));
 }
 
+// The orderly stop after a Ctrl-C: one child gets the signal alone, and the supervisor waits
+// for it although a stop has been requested.
+TEST(supervisor, after_a_stop_one_child_can_be_signalled_and_waited_for) {
+  helper_process helper([](int fd) {
+    core::install_stop_signal_handlers();
+    supervisor sup(quiet());
+    auto first = sup.start({"first", {"/bin/sleep", "100"}});
+    auto second = sup.start({"second", {"/bin/sleep", "100"}});
+    helper_process::write_pid(fd, sup.pid(first));
+    helper_process::write_pid(fd, sup.pid(second));
+    core::request_stop();
+    if (sup.wait_exit(second, 5s)) return 3;  // a plain wait ends at the stop request
+    if (!sup.signal(second, SIGTERM)) return 4;
+    auto status = sup.wait_exit_while_stopping(second, 10s);
+    if (!status || !status->signaled || status->signal != SIGTERM) return 5;
+    if (sup.signal(second, SIGTERM)) return 6;                 // it has ended: nothing to signal
+    if (!sup.running(first)) return 7;                         // the group was not signalled
+    if (sup.wait_exit_while_stopping(first, 100ms)) return 8;  // bounded
+    sup.stop_all(3s);
+    return sup.running(first) ? 9 : 0;
+  });
+  const pid_t first = helper.read_pid(10s), second = helper.read_pid(10s);
+  ASSERT_GT(first, 0);
+  ASSERT_GT(second, 0);
+  EXPECT_EQ(helper.wait(30s), 0);
+  EXPECT_TRUE(gone_within(first, gone_timeout));
+  EXPECT_TRUE(gone_within(second, gone_timeout));
+}
+
 // ---- the real target
 
 TEST(supervisor, target_on_port_0_reports_its_port_and_stops_cleanly) {

@@ -1,0 +1,47 @@
+// zcstore_local: starts a whole pipeline on one machine and stops it cleanly.
+//   zcstore_local zero-copy [options] [-- initiator flags]
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "core/cli.hpp"
+#include "zero_copy_launcher.hpp"
+#include "zero_copy_plan.hpp"
+
+namespace {
+
+void usage(std::ostream& out) {
+  out << "Usage: zcstore_local zero-copy [options] [-- initiator flags]\n"
+         "  zero-copy   target + zero-copy service + initiator on this machine\n"
+         "Run `zcstore_local zero-copy --help` for the options.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace zc::local;
+  if (argc < 2) {
+    std::cerr << program_name << ": a pipeline is needed (zero-copy); see --help\n";
+    return zc::core::exit_bad_usage;
+  }
+  const std::string pipeline = argv[1];
+  if (pipeline == "-h" || pipeline == "--help") {
+    usage(std::cout);
+    return 0;
+  }
+  if (pipeline != "zero-copy") {
+    std::cerr << program_name << ": unknown pipeline \"" << pipeline
+              << "\" (known: zero-copy); see --help\n";
+    return zc::core::exit_bad_usage;
+  }
+  auto parsed = parse_zero_copy_options(std::vector<std::string>(argv + 2, argv + argc));
+  if (parsed.exit_code) return *parsed.exit_code;
+  parsed.options.terminal = ::isatty(STDERR_FILENO) == 1;
+  install_launcher_signal_handlers();
+  auto programs = find_programs(parsed.options.bin_dir);
+  if (!programs) return 1;
+  return run_zero_copy(parsed.options, *programs);
+}
