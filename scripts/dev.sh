@@ -6,7 +6,7 @@
 #                                       then the libFuzzer harnesses for a bounded time
 #   scripts/dev.sh fuzz [seconds]       build with clang + libFuzzer and fuzz every decoder
 #   scripts/dev.sh demo                 build and run the local demo, print what happened
-#   scripts/dev.sh bench [rdma|comch|target|all]   run benchmarks, write docs/BENCHMARKS.md
+#   scripts/dev.sh bench [rdma|comch|target|pipeline|all]   run benchmarks, write docs/BENCHMARKS.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -15,12 +15,16 @@ JOBS=$(nproc)
 PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
   libucx-dev ucx-utils libisal-dev liblz4-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2)
+# Only the pipeline benchmark needs these (its nbdkit comparison and fio JSON parsing).
+BENCH_PACKAGES=(nbdkit fio jq)
 
 log() { printf '\033[1m== %s\033[0m\n' "$*"; }
 
+# deps [PACKAGE...]: installs the given packages (default: PACKAGES) that are missing.
 deps() {
-  local missing=()
-  for p in "${PACKAGES[@]}"; do
+  local missing=() wanted=("$@")
+  [ ${#wanted[@]} -gt 0 ] || wanted=("${PACKAGES[@]}")
+  for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ ${#missing[@]} -eq 0 ]; then return 0; fi
@@ -104,6 +108,12 @@ case "${1:-}" in
   test) test_all ;;
   fuzz) deps; fuzz "${2:-60}" ;;
   demo) deps; build release; ucx_env; exec "$ROOT/scripts/demo.sh" "$ROOT/build/release" ;;
-  bench) deps; build release; ucx_env; exec "$ROOT/bench/run.sh" "$ROOT/build/release" "${2:-all}" ;;
+  bench)
+    deps
+    case "${2:-all}" in pipeline | all) deps "${BENCH_PACKAGES[@]}" ;; esac
+    build release
+    ucx_env
+    exec "$ROOT/bench/run.sh" "$ROOT/build/release" "${2:-all}"
+    ;;
   *) sed -n '2,10p' "$0"; exit 2 ;;
 esac
