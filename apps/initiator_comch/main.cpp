@@ -119,35 +119,51 @@ int run(const initiator::initiator_config& config) {
                          .channel_name = config.command_channel_name,
                          .control_timeout = config.control_timeout(),
                          .poll_mode = config.poll_mode});
-  const auto storage = session.query();
   const auto workers = static_cast<uint32_t>(config.cpus.size());
-  plan_holder = std::make_unique<initiator::execution_plan>(
-      initiator::plan_request{.strategy = config.strategy(),
-                              .storage_capacity = storage.capacity,
-                              .block_size = storage.block_size,
-                              .blocks_per_io = config.blocks_per_io,
-                              .local_io_region_size = config.local_io_region_size,
-                              .worker_count = workers,
-                              .transaction_count = config.transaction_count,
-                              .run_limit = config.run_limit_operation_count},
-      config.storage_plain_content);
-  const initiator::execution_plan& plan = *plan_holder;
-  session.init(plan.local_region_size(), plan.transaction_count(), workers);
-
-  // Workers one after another (the pairing rule), each with its run on its own thread.
   std::vector<core::engine_owned<initiator::worker_run>> runs;
-  for (uint32_t i = 0; i < workers; ++i) {
-    auto& w = session.add_worker(config.cpus[i], {.slots = plan.workers()[i].transaction_count,
-                                                  .io_timeout = config.control_timeout()});
-    runs.push_back(core::engine_owned<initiator::worker_run>::build(
-        w.thread(),
-        [plan = &plan, i, q = w.queue(), region = &session.region(), e = &w.thread().engine()] {
-          return std::make_unique<initiator::worker_run>(*plan, i, *q, *region, *e);
-        },
-        config.control_timeout()));
+  try {
+    const auto storage = session.query();
+    plan_holder = std::make_unique<initiator::execution_plan>(
+        initiator::plan_request{.strategy = config.strategy(),
+                                .storage_capacity = storage.capacity,
+                                .block_size = storage.block_size,
+                                .blocks_per_io = config.blocks_per_io,
+                                .local_io_region_size = config.local_io_region_size,
+                                .worker_count = workers,
+                                .transaction_count = config.transaction_count,
+                                .run_limit = config.run_limit_operation_count},
+        config.storage_plain_content);
+    session.init(plan_holder->local_region_size(), plan_holder->transaction_count(), workers);
+
+    // Workers one after another (the pairing rule), each with its run on its own thread.
+    for (uint32_t i = 0; i < workers; ++i) {
+      auto& w =
+          session.add_worker(config.cpus[i], {.slots = plan_holder->workers()[i].transaction_count,
+                                              .io_timeout = config.control_timeout()});
+      runs.push_back(core::engine_owned<initiator::worker_run>::build(
+          w.thread(),
+          [plan = plan_holder.get(), i, q = w.queue(), region = &session.region(),
+           e = &w.thread().engine()] {
+            return std::make_unique<initiator::worker_run>(*plan, i, *q, *region, *e);
+          },
+          config.control_timeout()));
+    }
+    session.wait_ready();
+    session.start();
+  } catch (const status_error& e) {
+    // Ctrl-C before the run: the service still gets its shutdown, so it ends the session in
+    // order rather than as a client that vanished.
+    if (e.code() == status::shutdown) {
+      runs.clear();
+      try {
+        session.shutdown();
+      } catch (const status_error& f) {
+        ZC_LOG_WARN("shutdown: {}", f.what());
+      }
+    }
+    throw;
   }
-  session.wait_ready();
-  session.start();
+  const initiator::execution_plan& plan = *plan_holder;
   ZC_LOG_INFO("running {} on {} workers", initiator::to_string(plan.strategy()), workers);
 
   outcome result = run_workers(session, plan, runs, config);
