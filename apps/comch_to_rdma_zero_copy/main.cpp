@@ -5,6 +5,7 @@
 // session failed (client or target lost, Ctrl-C mid-session, data-path errors), 2 for bad flags.
 #include <cstdio>
 
+#include "core/cli.hpp"
 #include "core/device.hpp"
 #include "core/log.hpp"
 #include "core/thread.hpp"
@@ -17,13 +18,12 @@
 
 int main(int argc, char** argv) {
   using namespace zc;
-  std::printf("%s: v%s\n", zero_copy::program_name, ZC_VERSION_STRING);
-  std::fflush(stdout);
+  core::print_banner(zero_copy::program_name, ZC_VERSION_STRING);
   zero_copy::zero_copy_config config;
   if (auto code = zero_copy::parse_config(argc, argv, config)) return *code;
   zero_copy::print_config(config);
   core::install_stop_signal_handlers();
-  try {
+  return core::run_guarded(zero_copy::program_name, [&] {
     const auto timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(config.control_timeout);
     core::device device = core::device::open(config.device);
@@ -44,12 +44,5 @@ int main(int argc, char** argv) {
       return 1;
     }
     return 0;
-  } catch (const status_error& e) {
-    std::fprintf(stderr, "%s: %s (%s)\n", zero_copy::program_name, e.what(),
-                 status_name(e.code()).data());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", zero_copy::program_name, e.what());
-    return 1;
-  }
+  });
 }

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "core/cli.hpp"
 #include "core/status.hpp"
 #include "generator.hpp"
 #include "generator_config.hpp"
@@ -17,8 +18,7 @@ constexpr uint64_t progress_min_input = 64ull << 20;
 
 int main(int argc, char** argv) {
   using namespace zc;
-  std::printf("%s: v%s\n", sbc_generator::program_name, ZC_VERSION_STRING);
-  std::fflush(stdout);
+  core::print_banner(sbc_generator::program_name, ZC_VERSION_STRING);
   sbc_generator::generator_config config;
   if (auto code = sbc_generator::parse_config(argc, argv, config)) return *code;
   sbc_generator::print_config(config);
@@ -36,21 +36,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "\r%3d%% (%u of %u blocks)%s", percent, done, total,
                  done == total ? "\n" : "");
   };
-  try {
-    const auto result = sbc_generator::generate(config, progress);
+  return core::run_guarded(sbc_generator::program_name, [&] {
+    sbc_generator::generator_result result;
+    try {
+      result = sbc_generator::generate(config, progress);
+    } catch (...) {
+      if (shown >= 0) std::fputc('\n', stderr);  // end the progress line before the error's
+      throw;
+    }
     std::printf("Output info:\n\tBlock size: %u\n\tOut block count: %u\n", config.block_size,
                 result.block_count);
     for (const auto* path : {&config.data_1, &config.data_2, &config.data_p})
       std::printf("\t%s created successfully\n", path->c_str());
     return 0;
-  } catch (const status_error& e) {
-    if (shown >= 0) std::fputc('\n', stderr);
-    std::fprintf(stderr, "%s: %s (%s)\n", sbc_generator::program_name, e.what(),
-                 status_name(e.code()).data());
-    return 1;
-  } catch (const std::exception& e) {
-    if (shown >= 0) std::fputc('\n', stderr);
-    std::fprintf(stderr, "%s: %s\n", sbc_generator::program_name, e.what());
-    return 1;
-  }
+  });
 }

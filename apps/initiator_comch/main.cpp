@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/cli.hpp"
 #include "core/engine_owned.hpp"
 #include "core/log.hpp"
 #include "core/thread.hpp"
@@ -197,22 +198,15 @@ int run(const initiator::initiator_config& config) {
 
 int main(int argc, char** argv) {
   using namespace zc;
-  std::printf("%s: v%s\n", initiator::program_name, ZC_VERSION_STRING);
-  std::fflush(stdout);
+  core::print_banner(initiator::program_name, ZC_VERSION_STRING);
   initiator::initiator_config config;
   if (auto code = initiator::parse_config(argc, argv, config)) return *code;
   initiator::print_config(config);
   core::install_stop_signal_handlers();
-  try {
-    return run(config);
-  } catch (const status_error& e) {
-    std::fprintf(stderr, "%s: %s (%s)\n", initiator::program_name, e.what(),
-                 status_name(e.code()).data());
-    std::fputs(initiator::format_run_failed().c_str(), stderr);
-    return e.code() == status::shutdown ? exit_interrupted : 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", initiator::program_name, e.what());
-    std::fputs(initiator::format_run_failed().c_str(), stderr);
-    return 1;
-  }
+  return core::run_guarded(
+      initiator::program_name, [&] { return run(config); },
+      [](status code) {
+        std::fputs(initiator::format_run_failed().c_str(), stderr);
+        return code == status::shutdown ? exit_interrupted : 1;
+      });
 }

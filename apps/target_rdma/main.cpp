@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "core/cli.hpp"
 #include "core/log.hpp"
 #include "core/memory_map.hpp"
 #include "core/thread.hpp"
@@ -12,11 +13,10 @@
 
 int main(int argc, char** argv) {
   using namespace zc;
-  std::printf("%s: v%s\n", target::program_name, ZC_VERSION_STRING);
-  std::fflush(stdout);
+  core::print_banner(target::program_name, ZC_VERSION_STRING);
   target::target_config config;
   if (auto code = target::parse_config(argc, argv, config)) return *code;
-  try {
+  return core::run_guarded(target::program_name, [&] {
     // The content decides the geometry: a .sbc file carries its own, a raw file must match.
     std::optional<storage::binary_content_file> content;
     if (!config.binary_content.empty()) {
@@ -40,12 +40,5 @@ int main(int argc, char** argv) {
     ZC_LOG_INFO("listening on port {}", channel.port());
     target::target_service service(config, *storage, config.block_size);
     return service.run(channel);
-  } catch (const status_error& e) {
-    std::fprintf(stderr, "%s: %s (%s)\n", target::program_name, e.what(),
-                 status_name(e.code()).data());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", target::program_name, e.what());
-    return 1;
-  }
+  });
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -176,6 +177,28 @@ std::optional<int> cli::check_device(const std::string& spec) const {
     return exit_bad_usage;
   }
   return std::nullopt;
+}
+
+void print_banner(std::string_view program, std::string_view version) {
+  std::printf("%.*s: v%.*s\n", static_cast<int>(program.size()), program.data(),
+              static_cast<int>(version.size()), version.data());
+  std::fflush(stdout);
+}
+
+int run_guarded(std::string_view program, const std::function<int()>& body,
+                const std::function<int(status)>& on_failure) {
+  status code = status::unknown;
+  try {
+    return body();
+  } catch (const status_error& e) {
+    code = e.code();
+    std::fprintf(stderr, "%.*s: %s (%s)\n", static_cast<int>(program.size()), program.data(),
+                 e.what(), status_name(e.code()).data());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(program.size()), program.data(), e.what());
+  }
+  std::fflush(stderr);
+  return on_failure ? on_failure(code) : 1;
 }
 
 }  // namespace zc::core

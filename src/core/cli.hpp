@@ -8,8 +8,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/progress_engine.hpp"
@@ -54,5 +56,14 @@ class cli {
   std::string json_file_;
   poll_mode poll_mode_ = poll_mode::adaptive;
 };
+
+// The reference's first line of every program: "<program>: v<version>", flushed.
+void print_banner(std::string_view program, std::string_view version);
+
+// Runs a program's body. An exception that escapes it becomes one line on stderr,
+// "<program>: <what> (<status name>)", and the exit status that on_failure returns for its
+// status (unknown for an exception that carries none); without on_failure, 1.
+int run_guarded(std::string_view program, const std::function<int()>& body,
+                const std::function<int(status)>& on_failure = {});
 
 }  // namespace zc::core
