@@ -27,12 +27,19 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
       ->check(CLI::Range(0, 65535));
   app.add_option("--binary-content", out.binary_content,
                  "Initial content: a .sbc file or a raw file of block-size x block-count bytes");
-  app.add_option("--block-count", out.block_count, "Blocks (ignored with a .sbc file)")
-      ->capture_default_str();
+  app.add_option("--backing-file", out.backing_file,
+                 "Keep the blocks in this file (created with the geometry when missing, reopened "
+                 "as it is otherwise) instead of memory")
+      ->check([](const std::string& v) { return v.empty() ? "an empty path" : std::string(); });
+  CLI::Option* block_count =
+      app.add_option("--block-count", out.block_count,
+                     "Blocks (ignored with a .sbc file; with an existing backing file: must match)")
+          ->capture_default_str();
   app.add_option("--block-size", out.block_size, "Block size in bytes (ignored with a .sbc file)")
       ->capture_default_str();
   if (auto code = cli.parse(argc, argv)) return code;
   out.listen_port = static_cast<uint16_t>(port);
+  out.block_count_given = block_count->count() != 0;
   out.poll_mode = cli.polling();
   if (auto code = cli.check_device(out.device)) return code;
   if (out.binary_content.empty() && (out.block_size == 0 || out.block_count == 0)) {
@@ -52,6 +59,7 @@ void print_config(const target_config& config) {
   fmt::print("\tdevice: \"{}\"\n", config.device);
   fmt::print("\tlisten_port: {}\n", config.listen_port);
   fmt::print("\tbinary_content: \"{}\"\n", config.binary_content);
+  fmt::print("\tbacking_file: \"{}\"\n", config.backing_file);
   fmt::print("\tblock_count: {}\n", config.block_count);
   fmt::print("\tblock_size: {}\n", config.block_size);
   fmt::print("}}\n");

@@ -1,5 +1,5 @@
-// zcstore_target_rdma's configuration: the reference's flags (REFERENCE_SPEC §1.4) plus --json
-// and --poll-mode, and the checks it makes before anything starts.
+// zcstore_target_rdma's configuration: the reference's flags (REFERENCE_SPEC §1.4) plus --json,
+// --poll-mode and --backing-file, and the checks it makes before anything starts.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +18,11 @@ struct target_config {
   std::vector<uint32_t> cpus;
   uint16_t listen_port = 0;
   std::string binary_content;
+  std::string backing_file;  // empty: the blocks live in memory only
   uint32_t block_count = 128;
   uint32_t block_size = 4096;
+  // On the command line (or in the JSON file): an existing backing file must then match exactly.
+  bool block_count_given = false;
   core::poll_mode poll_mode = core::poll_mode::adaptive;
 };
 

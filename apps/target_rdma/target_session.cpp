@@ -29,7 +29,7 @@ message_type expected_request(int stage) {
 
 }  // namespace
 
-target_service::target_service(const target_config& config, core::memory_map& storage,
+target_service::target_service(const target_config& config, target_storage& storage,
                                uint32_t block_size)
     : config_(config),
       device_(core::device::open(config.device)),
@@ -139,7 +139,7 @@ message target_service::on_query(const message& request) {
   stage_ = stage::init;
   return storage::make_response(
       request, message_type::query_storage_response,
-      storage::query_storage_response_payload{storage_.size(), block_size_});
+      storage::query_storage_response_payload{storage_.map().size(), block_size_});
 }
 
 message target_service::on_init(const message& request) {

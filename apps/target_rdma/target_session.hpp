@@ -14,6 +14,7 @@
 #include "core/memory_map.hpp"
 #include "storage/control_channel.hpp"
 #include "target_config.hpp"
+#include "target_storage.hpp"
 #include "target_worker.hpp"
 
 namespace zc::target {
@@ -23,7 +24,7 @@ inline constexpr uint32_t max_transactions = 65536;
 
 class target_service {
  public:
-  target_service(const target_config& config, core::memory_map& storage, uint32_t block_size);
+  target_service(const target_config& config, target_storage& storage, uint32_t block_size);
   ~target_service();
 
   // Serves sessions until one ends with shutdown_request or a stop is requested (Ctrl-C).
@@ -45,7 +46,7 @@ class target_service {
 
   const target_config& config_;
   core::device device_;
-  core::memory_map& storage_;
+  target_storage& storage_;
   uint32_t block_size_;
   stage stage_ = stage::query;
   std::unique_ptr<core::memory_map> remote_;

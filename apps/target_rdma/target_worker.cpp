@@ -17,7 +17,7 @@ using storage::io_message_view;
 class target_worker::io_path {
  public:
   io_path(uint32_t cpu, core::progress_engine& engine, const core::device& device,
-          core::memory_map& storage, core::memory_map& remote, uint32_t transactions);
+          target_storage& storage, core::memory_map& remote, uint32_t transactions);
   ~io_path();
 
   std::vector<uint8_t> connect(storage::rdma_role role, std::span<const uint8_t> peer_blob);
@@ -63,7 +63,7 @@ class target_worker::io_path {
 
   const uint32_t cpu_;
   core::progress_engine& engine_;
-  core::memory_map& storage_;
+  core::memory_map& storage_;  // the target_storage's blocks
   core::memory_map& remote_;
   bool serving_ = false;
   uint32_t in_flight_ = 0;  // requests received and not yet answered
@@ -81,11 +81,11 @@ class target_worker::io_path {
 };
 
 target_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
-                                const core::device& device, core::memory_map& storage,
+                                const core::device& device, target_storage& storage,
                                 core::memory_map& remote, uint32_t transactions)
     : cpu_(cpu),
       engine_(engine),
-      storage_(storage),
+      storage_(storage.map()),
       remote_(remote),
       messages_(size_t(transactions) * io_message_size, 0),
       messages_map_(core::memory_map::wrap(messages_.data(), messages_.size(),
@@ -302,7 +302,7 @@ void target_worker::io_path::respond(slot& s, status result) {
 // ---- target_worker: the control thread's side
 
 target_worker::target_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
-                             core::memory_map& storage, core::memory_map& remote,
+                             target_storage& storage, core::memory_map& remote,
                              uint32_t transactions, worker_limits limits)
     : cpu_(cpu), limits_(limits), thread_(mode, cpu) {
   // By value: a build that outlives this wait must not read this constructor's frame.

@@ -18,6 +18,7 @@
 #include "core/engine_thread.hpp"
 #include "core/memory_map.hpp"
 #include "storage/control_message.hpp"
+#include "target_storage.hpp"
 
 namespace zc::target {
 
@@ -38,11 +39,11 @@ struct worker_limits {
 
 class target_worker {
  public:
-  // storage: the target's memory; remote: the requester's RDMA export; transactions: N. Both
-  // maps and the device must outlive the worker. Throws status_error (time_out when the worker
+  // storage: the target's blocks; remote: the requester's RDMA export; transactions: N. Both
+  // and the device must outlive the worker. Throws status_error (time_out when the worker
   // thread did not build its contexts within limits.command).
   target_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
-                core::memory_map& storage, core::memory_map& remote, uint32_t transactions,
+                target_storage& storage, core::memory_map& remote, uint32_t transactions,
                 worker_limits limits = {});
   // Hands the engine-thread half to the worker thread for destruction and joins it.
   ~target_worker();

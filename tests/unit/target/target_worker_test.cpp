@@ -20,7 +20,7 @@ using namespace std::chrono_literals;
 // writing into a worker that the failed constructor had already destroyed, on the wrong thread.
 TEST(target_worker, a_build_that_outlives_its_bound_is_torn_down_on_the_worker_thread) {
   const auto device = core::device::open("tcp");
-  auto storage = core::memory_map::allocate(64 * 1024, core::access::local_read_write);
+  auto storage = target_storage::in_memory(64 * 1024);
   // The requester's region is only used once IOs arrive; local memory stands in for it here.
   auto remote = core::memory_map::allocate(64 * 1024, core::access::local_read_write);
   constexpr uint32_t transactions = 65536;

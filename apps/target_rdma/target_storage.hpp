@@ -1,0 +1,54 @@
+// The target's blocks: zeroed memory that a restart loses, or a file mapped shared
+// (--backing-file), so that every write lands in the file's page cache and a flush makes it
+// durable. The storage is never exported: the target starts every transfer itself.
+// Thread rules: open and destroy on the main thread, after every worker has gone; map() and
+// flush() from any thread (the workers').
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/memory_map.hpp"
+#include "core/status.hpp"
+#include "storage/unique_fd.hpp"
+#include "target_config.hpp"
+
+namespace zc::target {
+
+class target_storage {
+ public:
+  // Zeroed memory of `capacity` bytes. Throws status_error.
+  static std::unique_ptr<target_storage> in_memory(uint64_t capacity);
+  // What the configuration asks for, with its content loaded; settles config.block_size and
+  // config.block_count (a .sbc content or an existing backing file decides them). A backing file
+  // that does not exist is created with the geometry (and the content, if any); one that exists
+  // is reopened as it is: its size must equal --block-size x --block-count when --block-count is
+  // given, else be a non-zero multiple of the block size, which gives the block count. Content
+  // together with an existing backing file is refused, never written over it. The file is locked
+  // (flock): a second target on the same file is refused. Throws status_error with one line that
+  // names the file.
+  static std::unique_ptr<target_storage> open(target_config& config);
+
+  ~target_storage();
+  target_storage(const target_storage&) = delete;
+  target_storage& operator=(const target_storage&) = delete;
+
+  core::memory_map& map() noexcept { return *map_; }
+  bool durable() const noexcept { return mapping_ != nullptr; }
+  // Makes every write that completed before the call durable: msync(MS_SYNC) of the whole
+  // mapping, which blocks the caller for as long as the file system takes to write back the dirty
+  // pages. Memory: success at once (volatile by design). io_failed when the sync fails.
+  status flush() noexcept;
+
+ private:
+  target_storage() = default;
+
+  std::string path_;
+  storage::unique_fd fd_;
+  uint8_t* mapping_ = nullptr;  // backing file only; unmapped after map_ is gone
+  size_t mapping_length_ = 0;
+  std::unique_ptr<core::memory_map> map_;
+};
+
+}  // namespace zc::target
