@@ -50,6 +50,7 @@ class target_worker::io_path {
 
   slot& slot_of(const core::task_base& t) { return slots_[t.get_user_data().u64]; }
   void on_request(slot& s);
+  void on_flush(slot& s, uint64_t size);
   zc::log::level refusal_level() const noexcept;
   void on_receive_failed(slot& s, status result);
   status submit_transfer(slot& s, io_message_type type, uint64_t storage_offset,
@@ -63,7 +64,8 @@ class target_worker::io_path {
 
   const uint32_t cpu_;
   core::progress_engine& engine_;
-  core::memory_map& storage_;  // the target_storage's blocks
+  target_storage& store_;
+  core::memory_map& storage_;  // store_'s blocks
   core::memory_map& remote_;
   bool serving_ = false;
   uint32_t in_flight_ = 0;  // requests received and not yet answered
@@ -85,6 +87,7 @@ target_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                 core::memory_map& remote, uint32_t transactions)
     : cpu_(cpu),
       engine_(engine),
+      store_(storage),
       storage_(storage.map()),
       remote_(remote),
       messages_(size_t(transactions) * io_message_size, 0),
@@ -219,6 +222,10 @@ void target_worker::io_path::on_request(slot& s) {
   const uint64_t storage_offset = msg.storage_offset();
   const uint64_t requester_offset = msg.requester_offset();
   const auto type = msg.type();
+  if (type == io_message_type::flush) {
+    on_flush(s, size);
+    return;
+  }
   const bool in_storage =
       size != 0 && storage_offset <= storage_.size() && size <= storage_.size() - storage_offset;
   const bool in_requester =
@@ -243,6 +250,24 @@ void target_worker::io_path::on_request(slot& s) {
     ++errors_;
     respond(s, r);
   }
+}
+
+// DESIGN §2: io_size 0, answered once every write completed so far is durable. Every write this
+// target answered has completed into the shared mapping, whichever worker served it, so one sync
+// of the whole mapping covers them all. It runs here, on the worker's thread: this worker's other
+// IOs wait for it (as long as the file system takes to write the dirty pages back: not measured
+// here), the other workers' do not.
+void target_worker::io_path::on_flush(slot& s, uint64_t size) {
+  if (size != 0) {
+    ::zc::log::print(::zc::log::source::app, refusal_level(),
+                     "worker {}: flush refused: io_size {} (must be 0)", cpu_, size);
+    ++errors_;
+    respond(s, status::invalid_value);
+    return;
+  }
+  const status r = store_.flush();
+  if (!ok(r)) ++errors_;
+  respond(s, r);
 }
 
 // Both transfers land after the destination's data section (DOCA's rdma read and write

@@ -1,7 +1,8 @@
 // One target worker: a thread pinned to its core, with its progress engine and the two rdma
 // contexts of one service worker (io_control: IO messages in and responses out; io_data: the
 // reads and writes against the requester's memory). Each IO is a small state machine on a
-// transaction slot: receive -> check -> transfer -> respond -> receive again.
+// transaction slot: receive -> check -> transfer -> respond -> receive again. A flush skips the
+// transfer: it syncs the storage on this thread (target_storage::flush) and responds.
 // Thread rules: the public methods are for the control thread; they run their work on the
 // worker's own thread and wait for it with a bound. Everything attached to the worker's engine
 // is built, used and destroyed on that thread only, even when a wait gives up.
@@ -24,8 +25,8 @@ namespace zc::target {
 
 struct worker_stats {
   uint32_t cpu = 0;
-  uint64_t operations = 0;  // transfers that completed
-  uint64_t errors = 0;      // failed transfers, refused IOs and messages, failed sends
+  uint64_t operations = 0;  // transfers that completed (a flush is none)
+  uint64_t errors = 0;      // failed transfers and flushes, refused IOs and messages, failed sends
   uint64_t pe_hits = 0;
   uint64_t pe_misses = 0;
   uint64_t refused_messages = 0;  // messages that did not fit a receive slot (among the errors)
