@@ -1058,5 +1058,299 @@ TEST(target_process, bad_command_lines_give_one_clear_line) {
   }
 }
 
+// ---- durable targets (--backing-file) and the flush IO message
+
+constexpr uint32_t flush_op = static_cast<uint32_t>(io_message_type::flush);
+
+std::vector<std::string> backing(const fs::path& file, std::vector<std::string> more = {}) {
+  std::vector<std::string> args{"--backing-file", file.string()};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// The value of the printed configuration's `key: value` line ("" when there is none).
+std::string config_value(const std::string& output, const std::string& key) {
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find(key + ": ");
+    if (at != std::string::npos && line.find_first_not_of('\t') == at)
+      return line.substr(at + key.size() + 2);
+  }
+  return "";
+}
+
+// Stops a target that is idle (no session) with Ctrl-C; it must exit 0.
+void ctrl_c(target& t) {
+  t.process().signal(SIGINT);
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+}
+
+TEST_P(target_session, flush_on_a_volatile_target_succeeds_and_bad_flushes_are_refused) {
+  target t(options(1));
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * 1024);
+    driver_worker& w = d.worker(0);
+    run_ios(w, {{write_op, 1, 4096, 0, 0}});
+    // Offsets are not looked at: a flush covers the whole store, and every field is echoed.
+    run_ios(w, {{flush_op, 2, 0, 0, 0}, {flush_op, 3, 0, 77, 4096}});
+    run_ios(w,
+            {{flush_op, 4, 4096, 0, 0},  // a flush moves no data: io_size must be 0
+             {flush_op, 5, 1, 0, 0},
+             {4, 6, 0, 0, 0},  // types past flush are unknown
+             {4, 7, 4096, 0, 0}},
+            status::invalid_value);
+    d.stop();
+    d.shutdown();
+  }
+  // Refused IOs are data-path errors; a flush is no transfer, so only the write is counted.
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(1)) << t.output();
+  EXPECT_NE(t.output().find("4 errors"), std::string::npos) << t.output();
+  EXPECT_EQ(core_operations(t.output()), (std::vector<std::pair<uint32_t, uint64_t>>{{0, 1}}))
+      << t.output();
+}
+
+// Writes land in the file through the shared mapping; after a flush answered SUCCESS the bytes
+// are in the file as read() (not the target's mapping) sees it, and nothing else changed.
+TEST_P(target_session, flush_answers_success_with_the_writes_in_the_backing_file) {
+  const fs::path file = dir_ / "store";
+  constexpr uint32_t block = 4096, blocks = 16;
+  target t(options(2, backing(file, {"--block-size", "4096", "--block-count", "16"})));
+  ASSERT_TRUE(t.listening()) << t.output();
+  std::vector<uint8_t> expected(size_t(block) * blocks, 0);
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 2, 128 * 1024);
+    uint64_t ud = 1, ios = 0;
+    // One write on each worker; the flush on worker 1 covers worker 0's write too.
+    const auto a = pattern(3 * block + 10, 21), b = pattern(block, 22);
+    write_range(d, d.worker(0), 100, a, 0, block, ud, ios);
+    write_range(d, d.worker(1), 10 * block, b, 64 * 1024, block, ud, ios);
+    std::memcpy(expected.data() + 100, a.data(), a.size());
+    std::memcpy(expected.data() + 10 * block, b.data(), b.size());
+    run_ios(d.worker(1), {{flush_op, ud++, 0, 0, 0}});
+    EXPECT_EQ(read_file(file), expected);
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+  EXPECT_EQ(read_file(file), expected);
+}
+
+// The whole point of a backing file: a target killed without warning and started again on the
+// same file serves every write it had answered.
+TEST_P(target_session, a_target_killed_with_sigkill_restarts_with_its_writes) {
+  const fs::path file = dir_ / "store";
+  constexpr uint32_t block = 4096, blocks = 32;
+  constexpr uint64_t capacity = uint64_t(block) * blocks;
+  std::vector<uint8_t> expected(capacity, 0);
+  {
+    target t(options(1, backing(file, {"--block-count", "32"})));
+    ASSERT_TRUE(t.listening()) << t.output();
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * 1024);
+    uint64_t ud = 1, ios = 0;
+    const auto a = pattern(5 * block, 31), b = pattern(777, 32);
+    write_range(d, d.worker(0), 2 * block, a, 0, block, ud, ios);
+    write_range(d, d.worker(0), capacity - 777, b, 32 * 1024, 777, ud, ios);
+    std::memcpy(expected.data() + 2 * block, a.data(), a.size());
+    std::memcpy(expected.data() + capacity - 777, b.data(), b.size());
+    // No flush and no stop: the target dies with the session open.
+    t.process().signal(SIGKILL);
+    ASSERT_TRUE(t.wait_exit().has_value()) << t.output();
+  }
+  // Reopened without geometry flags: the file's size gives 32 blocks of the default 4096 bytes.
+  target t(options(1, backing(file)));
+  ASSERT_TRUE(t.listening()) << t.output();
+  EXPECT_EQ(config_value(t.output(), "block_count"), "32") << t.output();
+  EXPECT_NE(t.output().find("reopened"), std::string::npos) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    auto geometry = d.open_session(16, 1, capacity);
+    EXPECT_EQ(geometry.total_size, capacity);
+    EXPECT_EQ(geometry.block_size, block);
+    uint64_t ud = 1, ios = 0;
+    read_and_check(d, d.worker(0), 0, capacity, 0, expected, 8192, ud, ios);
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+  EXPECT_EQ(read_file(file), expected);
+}
+
+TEST(target_process, a_missing_backing_file_is_created_with_the_geometry) {
+  temp_dir dir;
+  const fs::path file = dir / "store";
+  target t({"tcp", 1, backing(file, {"--block-size", "512", "--block-count", "10"})});
+  ASSERT_TRUE(t.listening()) << t.output();
+  EXPECT_EQ(config_value(t.output(), "backing_file"), "\"" + file.string() + "\"") << t.output();
+  EXPECT_NE(t.output().find("created"), std::string::npos) << t.output();
+  EXPECT_EQ(read_file(file), std::vector<uint8_t>(5120, 0));
+  {
+    service_driver d(t.port());
+    auto geometry = d.query();
+    EXPECT_EQ(geometry.total_size, 5120u);
+    EXPECT_EQ(geometry.block_size, 512u);
+  }
+  ctrl_c(t);
+  // Without a backing file the line is there, empty.
+  target v({"tcp", 1, {}});
+  ASSERT_TRUE(v.listening()) << v.output();
+  EXPECT_EQ(config_value(v.output(), "backing_file"), "\"\"") << v.output();
+  ctrl_c(v);
+}
+
+// Raw content must match the command-line geometry; .sbc content brings its own.
+TEST(target_process, binary_content_is_loaded_into_a_new_backing_file) {
+  temp_dir dir;
+  const auto raw = pattern(4096 * 8, 41);
+  const auto sbc = pattern(1024 * 20, 42);
+  write_file(dir / "c.raw", raw);
+  storage::write_sbc(dir / "c.sbc", 1024, 20, sbc);
+  struct loaded {
+    std::string content;
+    std::vector<std::string> geometry;
+    const std::vector<uint8_t>& bytes;
+    uint32_t block_size;
+  };
+  for (const loaded& c :
+       {loaded{"c.raw", {"--block-count", "8"}, raw, 4096},
+        loaded{"c.sbc", {"--block-size", "4096", "--block-count", "3"}, sbc, 1024}}) {
+    SCOPED_TRACE(c.content);
+    const fs::path file = dir / ("store-" + c.content);
+    auto args = backing(file, {"--binary-content", (dir / c.content).string()});
+    args.insert(args.end(), c.geometry.begin(), c.geometry.end());
+    target t({"tcp", 1, args});
+    ASSERT_TRUE(t.listening()) << t.output();
+    EXPECT_EQ(read_file(file), c.bytes);
+    {
+      service_driver d(t.port());
+      auto geometry = d.open_session(16, 1, 64 * 1024);
+      EXPECT_EQ(geometry.total_size, c.bytes.size());
+      EXPECT_EQ(geometry.block_size, c.block_size);
+      uint64_t ud = 1, ios = 0;
+      read_and_check(d, d.worker(0), 0, c.bytes.size(), 0, c.bytes, 4096, ud, ios);
+      d.stop();
+      d.shutdown();
+    }
+    ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+  }
+}
+
+// An existing file is reopened as it is. --block-count given: the size must be exact. Not given:
+// the size must be a non-zero multiple of the block size, and gives the block count.
+TEST(target_process, an_existing_backing_file_decides_the_block_count) {
+  temp_dir dir;
+  const fs::path file = dir / "store";
+  const auto bytes = pattern(3 * 4096, 51);
+  write_file(file, bytes);
+  struct reopened {
+    std::vector<std::string> geometry;
+    std::string block_size, block_count;
+  };
+  for (const reopened& c :
+       {reopened{{}, "4096", "3"}, reopened{{"--block-size", "1024"}, "1024", "12"},
+        reopened{{"--block-count", "3"}, "4096", "3"},
+        reopened{{"--block-size", "512", "--block-count", "24"}, "512", "24"}}) {
+    SCOPED_TRACE(c.block_size + " x " + c.block_count);
+    target t({"tcp", 1, backing(file, c.geometry)});
+    ASSERT_TRUE(t.listening()) << t.output();
+    EXPECT_EQ(config_value(t.output(), "block_size"), c.block_size) << t.output();
+    EXPECT_EQ(config_value(t.output(), "block_count"), c.block_count) << t.output();
+    ctrl_c(t);
+    EXPECT_EQ(read_file(file), bytes) << "reopening changed the file";
+  }
+}
+
+TEST(target_process, backing_file_errors_give_one_clear_line) {
+  temp_dir dir;
+  const std::string port = std::to_string(free_tcp_port());
+  const auto existing = (dir / "existing").string();
+  const auto existing_bytes = pattern(4 * 4096, 61);
+  write_file(existing, existing_bytes);
+  const auto odd = (dir / "odd").string();
+  write_file(odd, pattern(1000, 62));
+  const auto empty = (dir / "empty").string();
+  write_file(empty, {});
+  const auto content = (dir / "c.raw").string();
+  write_file(content, pattern(4096 * 4, 63));
+  const auto not_made = (dir / "not-made").string();
+  const auto in_missing_dir = (dir / "no-such-dir" / "store").string();
+  const std::vector<std::string> base{"-d", "tcp", "--cpu", "0", "--listen-port", port};
+  auto with = [&](std::vector<std::string> more) {
+    auto args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  const std::vector<bad_command_line> cases = {
+      {"existing file, another --block-count",
+       with({"--backing-file", existing, "--block-count", "5"}),
+       1,
+       {existing, "16384", "20480"}},
+      {"existing file, not a multiple of the block size",
+       with({"--backing-file", odd}),
+       1,
+       {odd, "1000", "4096"}},
+      {"existing empty file", with({"--backing-file", empty}), 1, {empty, "0 bytes"}},
+      {"content with an existing backing file",
+       with({"--backing-file", existing, "--binary-content", content, "--block-count", "4"}),
+       1,
+       {existing, "--binary-content"}},
+      {"missing content for a new backing file",
+       with({"--backing-file", not_made, "--binary-content", (dir / "nothing").string()}),
+       1,
+       {"nothing"}},
+      {"backing file in a missing directory",
+       with({"--backing-file", in_missing_dir}),
+       1,
+       {in_missing_dir}},
+      {"backing file that is a directory",
+       with({"--backing-file", (dir / "").string()}),
+       1,
+       {"backing file"}},
+      {"--backing-file without a path", with({"--backing-file"}), 2, {"--backing-file"}},
+      {"--backing-file with an empty path", with({"--backing-file", ""}), 2, {"--backing-file"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::string> argv{binary("zcstore_target_rdma")};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    subprocess p(argv);
+    ASSERT_EQ(p.wait(exit_timeout), std::optional<int>(c.exit_status)) << p.output();
+    const auto lines = message_lines(p.output());
+    ASSERT_EQ(lines.size(), 1u) << p.output();
+    for (const auto& word : c.must_mention)
+      EXPECT_NE(lines[0].find(word), std::string::npos) << lines[0];
+  }
+  // Refused files are left as they were; a store that could not be made is not left behind.
+  EXPECT_EQ(read_file(existing), existing_bytes);
+  EXPECT_EQ(fs::file_size(odd), 1000u);
+  EXPECT_FALSE(fs::exists(not_made));
+}
+
+// Two targets writing one file would corrupt each other's blocks: the second is refused.
+TEST(target_process, a_backing_file_in_use_by_another_target_is_refused) {
+  temp_dir dir;
+  const fs::path file = dir / "store";
+  target first({"tcp", 1, backing(file)});
+  ASSERT_TRUE(first.listening()) << first.output();
+  std::vector<std::string> argv{binary("zcstore_target_rdma"),
+                                "-d",
+                                "tcp",
+                                "--cpu",
+                                "0",
+                                "--listen-port",
+                                "0",
+                                "--backing-file",
+                                file.string()};
+  subprocess second(argv);
+  ASSERT_EQ(second.wait(exit_timeout), std::optional<int>(1)) << second.output();
+  const auto lines = message_lines(second.output());
+  ASSERT_EQ(lines.size(), 1u) << second.output();
+  EXPECT_NE(lines[0].find("in use"), std::string::npos) << lines[0];
+  ctrl_c(first);
+}
+
 }  // namespace
 }  // namespace zc::test
