@@ -1111,6 +1111,37 @@ TEST_P(target_session, flush_on_a_volatile_target_succeeds_and_bad_flushes_are_r
       << t.output();
 }
 
+// Resident and dirty kB of the target's mapping of `file`, from /proc/PID/smaps (nullopt when
+// it has none). A page written through a shared mapping stays dirty until it has been written
+// back to the file system; msync(MS_SYNC) returns only once it has been, and leaves it clean.
+struct mapping_pages {
+  uint64_t resident_kb = 0;
+  uint64_t dirty_kb = 0;
+};
+std::optional<mapping_pages> mapping_of(pid_t pid, const fs::path& file) {
+  std::ifstream in(fs::path("/proc") / std::to_string(pid) / "smaps");
+  std::optional<mapping_pages> found;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    const size_t colon = line.find(':');
+    const bool field =
+        colon != std::string::npos && colon > 0 && std::isupper(line[0]) && line.find(' ') > colon;
+    if (!field) {  // a mapping's header line: address range, permissions, ..., path
+      inside =
+          line.size() > file.string().size() &&
+          line.compare(line.size() - file.string().size(), std::string::npos, file.string()) == 0;
+      if (inside && !found) found.emplace();
+      continue;
+    }
+    if (!inside) continue;
+    const std::string key = line.substr(0, colon);
+    if (key == "Rss") found->resident_kb += std::stoull(line.substr(colon + 1));
+    if (key == "Shared_Dirty" || key == "Private_Dirty")
+      found->dirty_kb += std::stoull(line.substr(colon + 1));
+  }
+  return found;
+}
+
 // Writes land in the file through the shared mapping; after a flush answered SUCCESS the bytes
 // are in the file as read() (not the target's mapping) sees it, and nothing else changed.
 TEST_P(target_session, flush_answers_success_with_the_writes_in_the_backing_file) {
@@ -1129,7 +1160,16 @@ TEST_P(target_session, flush_answers_success_with_the_writes_in_the_backing_file
     write_range(d, d.worker(1), 10 * block, b, 64 * 1024, block, ud, ios);
     std::memcpy(expected.data() + 100, a.data(), a.size());
     std::memcpy(expected.data() + 10 * block, b.data(), b.size());
+    const auto before = mapping_of(t.process().pid(), file);
+    ASSERT_TRUE(before.has_value()) << "the target has no mapping of " << file;
     run_ios(d.worker(1), {{flush_op, ud++, 0, 0, 0}});
+    // Written back, not only in the mapping: the target's pages of the file are resident and
+    // clean (they were dirty before, unless the kernel's own writeback got there first).
+    const auto after = mapping_of(t.process().pid(), file);
+    ASSERT_TRUE(after.has_value());
+    EXPECT_GT(after->resident_kb, 0u);
+    EXPECT_EQ(after->dirty_kb, 0u) << "dirty before the flush: " << before->dirty_kb << " kB";
+    if (before->dirty_kb == 0) std::cerr << "note: the writes were written back before the flush\n";
     EXPECT_EQ(read_file(file), expected);
     d.stop();
     d.shutdown();
