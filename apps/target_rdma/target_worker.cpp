@@ -6,6 +6,7 @@
 #include "core/log.hpp"
 #include "rdma/context.hpp"
 #include "storage/io_message.hpp"
+#include "target_flusher.hpp"
 
 namespace zc::target {
 
@@ -16,7 +17,7 @@ using storage::io_message_view;
 // The engine-thread half of a worker. Every member and method belongs to the worker's thread.
 class target_worker::io_path {
  public:
-  io_path(uint32_t cpu, core::progress_engine& engine, const core::device& device,
+  io_path(uint32_t cpu, core::engine_thread& thread, const core::device& device,
           target_storage& storage, core::memory_map& remote, uint32_t transactions);
   ~io_path();
 
@@ -51,6 +52,7 @@ class target_worker::io_path {
   slot& slot_of(const core::task_base& t) { return slots_[t.get_user_data().u64]; }
   void on_request(slot& s);
   void on_flush(slot& s, uint64_t size);
+  void flushed(const std::vector<uint32_t>& slots, status result);
   zc::log::level refusal_level() const noexcept;
   void on_receive_failed(slot& s, status result);
   status submit_transfer(slot& s, io_message_type type, uint64_t storage_offset,
@@ -77,16 +79,20 @@ class target_worker::io_path {
   // One message buffer per slot, plus a storage and a requester buffer per transfer.
   core::buffer_inventory inventory_;
   std::vector<slot> slots_;
+  // Backing file only. Its results come back as jobs on this thread, which do nothing once this
+  // io_path is being destroyed (alive_ false): the destructor joins the flusher first.
+  std::unique_ptr<target_flusher> flusher_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Declared last, so destroyed first: nothing they hold may outlive the buffers and slots.
   std::unique_ptr<rdma::context> control_;
   std::unique_ptr<rdma::context> data_;
 };
 
-target_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
+target_worker::io_path::io_path(uint32_t cpu, core::engine_thread& thread,
                                 const core::device& device, target_storage& storage,
                                 core::memory_map& remote, uint32_t transactions)
     : cpu_(cpu),
-      engine_(engine),
+      engine_(thread.engine()),
       store_(storage),
       storage_(storage.map()),
       remote_(remote),
@@ -95,8 +101,8 @@ target_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                            core::access::local_read_write)),
       inventory_(transactions * 3),
       slots_(transactions),
-      control_(std::make_unique<rdma::context>(engine, device)),
-      data_(std::make_unique<rdma::context>(engine, device)) {
+      control_(std::make_unique<rdma::context>(engine_, device)),
+      data_(std::make_unique<rdma::context>(engine_, device)) {
   // Nothing of this process is exported: the peer may not touch our memory through either.
   control_->set_permissions(core::access::local_read_only);
   data_->set_permissions(core::access::local_read_only);
@@ -130,11 +136,22 @@ target_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
   }
   throw_if_failed(control_->start(), "start io_control context");
   throw_if_failed(data_->start(), "start io_data context");
+  if (storage.durable())
+    flusher_ = std::make_unique<target_flusher>(
+        storage,
+        [this, thread = &thread, alive = alive_](std::vector<uint32_t> slots, status result) {
+          thread->post([this, alive, slots = std::move(slots), result] {
+            if (*alive) flushed(slots, result);
+          });
+        });
 }
 
 target_worker::io_path::~io_path() {
   // What the contexts flush on their way out is not an error of the session.
   serving_ = false;
+  // The flusher's last results, posted while it finishes, find alive_ false and do nothing.
+  *alive_ = false;
+  flusher_.reset();
 }
 
 // A connection that leaves running while IOs are served fails every IO that needs it from then
@@ -254,9 +271,8 @@ void target_worker::io_path::on_request(slot& s) {
 
 // DESIGN §2: io_size 0, answered once every write completed so far is durable. Every write this
 // target answered has completed into the shared mapping, whichever worker served it, so one sync
-// of the whole mapping covers them all. It runs here, on the worker's thread: this worker's other
-// IOs wait for it (as long as the file system takes to write the dirty pages back: not measured
-// here), the other workers' do not.
+// of the whole mapping covers them all. The sync runs on this worker's flusher thread, so the
+// worker goes on serving reads and writes meanwhile; the slot stays in flight until flushed().
 void target_worker::io_path::on_flush(slot& s, uint64_t size) {
   if (size != 0) {
     ::zc::log::print(::zc::log::source::app, refusal_level(),
@@ -265,9 +281,18 @@ void target_worker::io_path::on_flush(slot& s, uint64_t size) {
     respond(s, status::invalid_value);
     return;
   }
-  const status r = store_.flush();
-  if (!ok(r)) ++errors_;
-  respond(s, r);
+  if (!flusher_) {  // memory: volatile by design, nothing to sync
+    respond(s, status::success);
+    return;
+  }
+  flusher_->request(static_cast<uint32_t>(&s - slots_.data()));
+}
+
+void target_worker::io_path::flushed(const std::vector<uint32_t>& slots, status result) {
+  for (uint32_t i : slots) {
+    if (!ok(result)) ++errors_;
+    respond(slots_[i], result);
+  }
 }
 
 // Both transfers land after the destination's data section (DOCA's rdma read and write
@@ -333,9 +358,9 @@ target_worker::target_worker(uint32_t cpu, core::poll_mode mode, const core::dev
   // By value: a build that outlives this wait must not read this constructor's frame.
   io_ = core::engine_owned<io_path>::build(
       thread_,
-      [cpu, engine = &thread_.engine(), device = &device, storage = &storage, remote = &remote,
+      [cpu, thread = &thread_, device = &device, storage = &storage, remote = &remote,
        transactions] {
-        return std::make_unique<io_path>(cpu, *engine, *device, *storage, *remote, transactions);
+        return std::make_unique<io_path>(cpu, *thread, *device, *storage, *remote, transactions);
       },
       limits.command);
 }

@@ -2,7 +2,7 @@
 // contexts of one service worker (io_control: IO messages in and responses out; io_data: the
 // reads and writes against the requester's memory). Each IO is a small state machine on a
 // transaction slot: receive -> check -> transfer -> respond -> receive again. A flush skips the
-// transfer: it syncs the storage on this thread (target_storage::flush) and responds.
+// transfer: the worker's flusher thread syncs the storage, and the worker responds.
 // Thread rules: the public methods are for the control thread; they run their work on the
 // worker's own thread and wait for it with a bound. Everything attached to the worker's engine
 // is built, used and destroyed on that thread only, even when a wait gives up.
