@@ -26,8 +26,9 @@ class target_storage {
   // is reopened as it is: its size must equal --block-size x --block-count when --block-count is
   // given, else be a non-zero multiple of the block size, which gives the block count. Content
   // together with an existing backing file is refused, never written over it. The file is locked
-  // (flock): a second target on the same file is refused. Throws status_error with one line that
-  // names the file.
+  // (flock): a second target on the same file is refused, and its blocks are allocated
+  // (posix_fallocate), so that a full file system fails here rather than as a SIGBUS on a write.
+  // Throws status_error with one line that names the file.
   static std::unique_ptr<target_storage> open(target_config& config);
 
   ~target_storage();

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1301,6 +1302,25 @@ TEST(target_process, an_existing_backing_file_decides_the_block_count) {
     ctrl_c(t);
     EXPECT_EQ(read_file(file), bytes) << "reopening changed the file";
   }
+}
+
+// A write into a hole of a shared mapping on a full file system is a SIGBUS: the target
+// allocates every block of its file at start instead (created or reopened sparse).
+TEST(target_process, a_sparse_backing_file_is_allocated_at_start) {
+  temp_dir dir;
+  const fs::path file = dir / "store";
+  constexpr off_t size = 64 * 4096;
+  { std::ofstream create(file); }
+  ASSERT_EQ(::truncate(file.c_str(), size), 0);
+  auto allocated = [&] {
+    struct stat st {};
+    return ::stat(file.c_str(), &st) == 0 ? uint64_t(st.st_blocks) * 512 : 0;
+  };
+  ASSERT_LT(allocated(), uint64_t(size)) << "the file system made no hole: nothing to check";
+  target t({"tcp", 1, backing(file)});
+  ASSERT_TRUE(t.listening()) << t.output();
+  EXPECT_GE(allocated(), uint64_t(size));
+  ctrl_c(t);
 }
 
 TEST(target_process, backing_file_errors_give_one_clear_line) {
