@@ -66,8 +66,7 @@ class target_worker::io_path {
 
   const uint32_t cpu_;
   core::progress_engine& engine_;
-  target_storage& store_;
-  core::memory_map& storage_;  // store_'s blocks
+  core::memory_map& storage_;  // the target_storage's blocks
   core::memory_map& remote_;
   bool serving_ = false;
   uint32_t in_flight_ = 0;  // requests received and not yet answered
@@ -93,7 +92,6 @@ target_worker::io_path::io_path(uint32_t cpu, core::engine_thread& thread,
                                 core::memory_map& remote, uint32_t transactions)
     : cpu_(cpu),
       engine_(thread.engine()),
-      store_(storage),
       storage_(storage.map()),
       remote_(remote),
       messages_(size_t(transactions) * io_message_size, 0),

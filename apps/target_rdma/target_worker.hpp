@@ -6,6 +6,8 @@
 // Thread rules: the public methods are for the control thread; they run their work on the
 // worker's own thread and wait for it with a bound. Everything attached to the worker's engine
 // is built, used and destroyed on that thread only, even when a wait gives up.
+// A worker on a backing file also has a flusher thread (target_flusher), which only syncs the
+// storage and posts the results to the worker's thread.
 #pragma once
 
 #include <chrono>
