@@ -1172,6 +1172,20 @@ TEST_P(target_session, flush_answers_success_with_the_writes_in_the_backing_file
     EXPECT_EQ(after->dirty_kb, 0u) << "dirty before the flush: " << before->dirty_kb << " kB";
     if (before->dirty_kb == 0) std::cerr << "note: the writes were written back before the flush\n";
     EXPECT_EQ(read_file(file), expected);
+    // Flushes mixed with writes in one batch: each is answered SUCCESS, whatever the order in
+    // which the flusher thread and the transfers finish; a last flush covers them all.
+    std::vector<io_request> mixed;
+    for (uint32_t i = 0; i < 6; ++i) {
+      const auto bytes = pattern(block, 23 + i);
+      std::memcpy(d.region_data() + i * block, bytes.data(), block);
+      std::memcpy(expected.data() + (4 + i) * block, bytes.data(), block);
+      mixed.push_back({write_op, ud++, block, uint64_t(i) * block, uint64_t(4 + i) * block});
+      if (i % 3 == 1) mixed.push_back({flush_op, ud++, 0, 0, 0});
+    }
+    run_ios(d.worker(0), mixed);
+    run_ios(d.worker(0), {{flush_op, ud++, 0, 0, 0}});
+    EXPECT_EQ(mapping_of(t.process().pid(), file)->dirty_kb, 0u);
+    EXPECT_EQ(read_file(file), expected);
     d.stop();
     d.shutdown();
   }
