@@ -45,7 +45,14 @@ std::optional<int> parse_config(int argc, const char* const* argv, gga_config& o
       ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)));
   app.add_option("--trigger-recovery-read-every-n", out.trigger_recovery_read_every_n,
                  "Serve every n-th block read of a worker through EC recovery (0: never)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos
+                       ? std::string()
+                       : "must be a whole number, 0 or more";
+          },
+          "N"));
   if (auto code = cli.parse(argc, argv)) return code;
   out.poll_mode = cli.polling();
   if (auto code = cli.check_device(out.device)) return code;
