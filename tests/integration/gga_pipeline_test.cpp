@@ -1,0 +1,353 @@
+// The gga offload pipeline end to end with the real programs on 127.0.0.1: the sbc generator
+// makes the three target images of a plain file, three zcstore_target_rdma load them, the gga
+// service fans the control sequence out to them, and zcstore_initiator_comch validates what it
+// reads against the plain file. Regular reads with both matrix types, recovery reads on every
+// 1st, 2nd and 3rd block read (the recovery count in the service's stats checked exactly),
+// several blocks per IO, the write flow (read_write validity), incompressible writes failing only
+// their own transactions, and bad flags. Every wait is bounded; every process polls in event
+// mode and is SIGKILLed if still running when the test ends.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+
+#include "integration/pipeline.hpp"
+
+namespace zc::test {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr uint32_t gga_block_size = 8192;  // as the host sees it; each target holds 4096
+constexpr uint32_t gga_block_count = 64;
+constexpr uint64_t gga_run_limit = 240;
+
+// Text that compresses well but not trivially (as the generator's own test uses).
+std::vector<char> compressible_content(size_t size) {
+  std::string text;
+  for (int i = 0; text.size() < size; ++i)
+    text += "block storage line " + std::to_string(i * 7919 % 10007) + " of the gga pipeline\n";
+  text.resize(size);
+  return {text.begin(), text.end()};
+}
+
+struct gga_options {
+  std::string matrix = "vandermonde";
+  uint64_t recovery_every_n = 0;
+  uint32_t workers = 1;
+};
+
+// Generator output, three targets, the service and the initiator.
+class gga_pipeline {
+ public:
+  explicit gga_pipeline(gga_options o) : options_(std::move(o)) {
+    dir_ = fs::temp_directory_path() / unique_name("zc-gga");
+    fs::create_directories(dir_);
+  }
+  ~gga_pipeline() {
+    for (auto* p : {&initiator, &service}) p->reset();
+    for (auto& t : targets) t.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Writes the plain file and runs the generator on it.
+  bool generate(const std::vector<char>& plain) {
+    std::ofstream(path("plain.bin"), std::ios::binary)
+        .write(plain.data(), static_cast<std::streamsize>(plain.size()));
+    subprocess gen({binary("zcstore_gga_offload_sbc_generator"), "--original-input-data",
+                    path("plain.bin"), "--block-size", std::to_string(gga_block_size),
+                    "--matrix-type", options_.matrix, "--data-1", path("d1.sbc"), "--data-2",
+                    path("d2.sbc"), "--data-p", path("dp.sbc")});
+    const auto code = gen.wait(run_timeout);
+    if (code != std::optional<int>(0)) {
+      generator_output_ = gen.output();
+      return false;
+    }
+    return true;
+  }
+
+  // The three targets with the generated images (or blank storage of the same geometry).
+  bool start_targets(bool with_content = true) {
+    const std::array<const char*, 3> names{"d1.sbc", "d2.sbc", "dp.sbc"};
+    for (size_t i = 0; i < 3; ++i) {
+      std::vector<std::string> argv{binary("zcstore_target_rdma"),
+                                    "-d",
+                                    "auto",
+                                    "--poll-mode",
+                                    "event",
+                                    "--listen-port",
+                                    "0"};
+      if (with_content) {
+        argv.push_back("--binary-content");
+        argv.push_back(path(names[i]));
+      } else {
+        for (const std::string& a :
+             {std::string("--block-size"), std::to_string(gga_block_size / 2),
+              std::string("--block-count"), std::to_string(gga_block_count)})
+          argv.push_back(a);
+      }
+      for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
+      targets[i] = std::make_unique<subprocess>(argv);
+      if (!targets[i]->wait_for_output("listening on port", start_timeout)) return false;
+      const std::string out = targets[i]->output();
+      const std::string key = "listening on port ";
+      ports_[i] = static_cast<uint16_t>(
+          std::strtoul(out.c_str() + out.find(key) + key.size(), nullptr, 10));
+      if (ports_[i] == 0) return false;
+    }
+    return true;
+  }
+
+  bool start_service() {
+    std::vector<std::string> argv{binary("zcstore_comch_to_rdma_gga_offload"),
+                                  "-d",
+                                  "auto",
+                                  "-r",
+                                  "auto",
+                                  "--poll-mode",
+                                  "event",
+                                  "--matrix-type",
+                                  options_.matrix,
+                                  "--trigger-recovery-read-every-n",
+                                  std::to_string(options_.recovery_every_n),
+                                  "--command-channel-name",
+                                  channel_,
+                                  "--control-timeout",
+                                  std::to_string(control_timeout_s)};
+    const std::array<const char*, 3> flags{"--data-1-storage", "--data-2-storage",
+                                           "--data-p-storage"};
+    for (size_t i = 0; i < 3; ++i) {
+      argv.push_back(flags[i]);
+      argv.push_back("127.0.0.1:" + std::to_string(ports_[i]));
+    }
+    for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
+    service = std::make_unique<subprocess>(argv);
+    return service->wait_for_output("listening on channel", start_timeout);
+  }
+
+  void start_initiator(const std::string& strategy, std::vector<std::string> extra) {
+    std::vector<std::string> argv{binary("zcstore_initiator_comch"),
+                                  "-d",
+                                  "auto",
+                                  "--poll-mode",
+                                  "event",
+                                  "--execution-strategy",
+                                  strategy,
+                                  "--run-limit-operation-count",
+                                  std::to_string(gga_run_limit),
+                                  "--command-channel-name",
+                                  channel_,
+                                  "--control-timeout",
+                                  std::to_string(control_timeout_s)};
+    for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
+    for (auto& f : extra) argv.push_back(f);
+    initiator = std::make_unique<subprocess>(argv);
+  }
+
+  std::string all_output() const {
+    std::string out = generator_output_;
+    for (size_t i = 0; i < 3; ++i)
+      if (targets[i]) out += "--- target " + std::to_string(i) + "\n" + targets[i]->output();
+    if (service) out += "--- service\n" + service->output();
+    if (initiator) out += "--- initiator\n" + initiator->output();
+    return out;
+  }
+
+  std::array<std::unique_ptr<subprocess>, 3> targets;
+  std::unique_ptr<subprocess> service, initiator;
+
+ private:
+  gga_options options_;
+  fs::path dir_;
+  std::string channel_ = unique_name("gga");
+  std::array<uint16_t, 3> ports_{};
+  std::string generator_output_;
+};
+
+// Every process ends its session and exits 0; the initiator counted every IO.
+void expect_clean_run(gga_pipeline& p, uint64_t operations) {
+  ASSERT_EQ(p.initiator->wait(run_timeout), std::optional<int>(0)) << p.all_output();
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  for (auto& t : p.targets)
+    EXPECT_EQ(t->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  const std::string out = p.initiator->output();
+  EXPECT_NE(out.find("| Operation count: " + std::to_string(operations) + "\n"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("Test failed"), std::string::npos) << out;
+}
+
+// A read-only validity run against the generated images; returns the service's output.
+std::string validate_reads(const gga_options& o, uint32_t blocks_per_io = 1) {
+  gga_pipeline p(o);
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  EXPECT_TRUE(p.generate(plain)) << p.all_output();
+  EXPECT_TRUE(p.start_targets()) << p.all_output();
+  EXPECT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_only_data_validity_test",
+                    {"--storage-plain-content", p.path("plain.bin"), "--blocks-per-io",
+                     std::to_string(blocks_per_io), "--transaction-count", "8"});
+  expect_clean_run(p, gga_run_limit * o.workers);
+  const std::string svc = p.service->output();
+  // The host was told twice the targets' geometry.
+  EXPECT_NE(p.initiator->output().find("using a block size of: " + std::to_string(gga_block_size)),
+            std::string::npos)
+      << p.all_output();
+  EXPECT_NE(svc.find("| Operation count: " + std::to_string(gga_run_limit) + "\n"),
+            std::string::npos)
+      << svc;
+  return svc;
+}
+
+TEST(gga_pipeline, reads_validate_against_the_plain_file_vandermonde) {
+  const std::string svc = validate_reads({.matrix = "vandermonde"});
+  EXPECT_NE(svc.find("| Recovery count: 0\n"), std::string::npos) << svc;
+}
+
+TEST(gga_pipeline, reads_validate_against_the_plain_file_cauchy) {
+  const std::string svc = validate_reads({.matrix = "cauchy"});
+  EXPECT_NE(svc.find("| Recovery count: 0\n"), std::string::npos) << svc;
+}
+
+TEST(gga_pipeline, two_workers_share_the_chunk_region) {
+  validate_reads({.matrix = "cauchy", .workers = 2}, 2);
+}
+
+struct recovery_case {
+  const char* matrix;
+  uint64_t every_n;
+};
+
+class recovery_read : public ::testing::TestWithParam<recovery_case> {};
+
+// With recovery on every n-th block read, the lost half alternates (d2, d1, ...) and is rebuilt
+// from the other half and the parity; the host still reads the plain file byte for byte.
+TEST_P(recovery_read, every_nth_block_read_is_rebuilt_and_validates) {
+  const auto c = GetParam();
+  const std::string svc = validate_reads({.matrix = c.matrix, .recovery_every_n = c.every_n});
+  EXPECT_NE(svc.find("| Recovery count: " + std::to_string(gga_run_limit / c.every_n) + "\n"),
+            std::string::npos)
+      << svc;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    gga_pipeline, recovery_read,
+    ::testing::Values(recovery_case{"cauchy", 1}, recovery_case{"vandermonde", 1},
+                      recovery_case{"cauchy", 2}, recovery_case{"vandermonde", 3}),
+    [](const auto& info) {
+      return std::string(info.param.matrix) + "_every_" + std::to_string(info.param.every_n);
+    });
+
+TEST(gga_pipeline, several_blocks_per_io_with_recovery_every_3rd_block) {
+  const std::string svc = validate_reads({.matrix = "cauchy", .recovery_every_n = 3}, 4);
+  // 240 IOs of 4 blocks: 960 block reads, every 3rd one recovered.
+  EXPECT_NE(svc.find("| Recovery count: 320\n"), std::string::npos) << svc;
+}
+
+// The write flow: DMA from the host, LZ4 compress, EC create, three half writes; then the reads
+// (one in three through recovery) give back what was written.
+TEST(gga_pipeline, writes_then_reads_validate_through_the_write_flow) {
+  gga_pipeline p({.matrix = "cauchy", .recovery_every_n = 3});
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_write_data_validity_test", {"--transaction-count", "8"});
+  expect_clean_run(p, gga_run_limit);
+  EXPECT_NE(
+      p.service->output().find("| Recovery count: " + std::to_string(gga_run_limit / 3) + "\n"),
+      std::string::npos)
+      << p.all_output();
+}
+
+// Blocks that do not compress enough cannot be stored (the image format has no raw block): each
+// such write fails on its own with an error the host sees, the worker goes on answering, and every
+// process still ends.
+TEST(gga_pipeline, incompressible_writes_fail_their_transactions_not_the_service) {
+  gga_pipeline p({});
+  std::vector<char> noise = content_bytes(size_t(gga_block_size) * gga_block_count, 11);
+  {
+    std::ofstream(p.path("noise.bin"), std::ios::binary)
+        .write(noise.data(), static_cast<std::streamsize>(noise.size()));
+  }
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_write_data_validity_test",
+                    {"--storage-plain-content", p.path("noise.bin"), "--transaction-count", "8"});
+  const auto code = p.initiator->wait(run_timeout);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_NE(*code, 0) << p.all_output();
+  EXPECT_NE(p.initiator->output().find("DOCA_ERROR_IO_FAILED"), std::string::npos)
+      << p.all_output();
+  // The service answered, counted the failures, ended the session and says so in its exit code.
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
+  EXPECT_NE(p.service->output().find("block not compressible enough"), std::string::npos)
+      << p.all_output();
+  for (auto& t : p.targets)
+    EXPECT_EQ(t->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+}
+
+TEST(gga_pipeline, bad_flags_exit_2_with_one_clear_line) {
+  const std::vector<std::string> base{binary("zcstore_comch_to_rdma_gga_offload"),
+                                      "--cpu",
+                                      "0",
+                                      "--data-1-storage",
+                                      "127.0.0.1:1",
+                                      "--data-2-storage",
+                                      "127.0.0.1:2"};
+  auto run = [](std::vector<std::string> argv) {
+    subprocess p(argv);
+    const auto code = p.wait(start_timeout);
+    return std::pair{code.value_or(-1), p.output()};
+  };
+  // No parity target.
+  EXPECT_EQ(run(base).first, 2);
+  auto with = [&](std::vector<std::string> extra) {
+    auto argv = base;
+    argv.insert(argv.end(), {"--data-p-storage", "127.0.0.1:3"});
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run(argv);
+  };
+  // The matrix type is checked at start-up (the reference waited for init).
+  auto [code, out] = with({"--matrix-type", "reed-solomon"});
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("Unknown doca_ec matrix type: reed-solomon"), std::string::npos) << out;
+  std::tie(code, out) = with({"--control-timeout", "0"});
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("control-timeout must not be zero"), std::string::npos) << out;
+  std::tie(code, out) = with({"--trigger-recovery-read-every-n", "-1"});
+  EXPECT_EQ(code, 2) << out;
+  auto argv = base;
+  argv.insert(argv.end(), {"--data-p-storage", "localhost"});
+  std::tie(code, out) = run(argv);
+  EXPECT_EQ(code, 2) << out;
+}
+
+// A service whose targets disagree on their geometry refuses the query with the reference's
+// text, and every process still ends.
+TEST(gga_pipeline, targets_of_different_sizes_are_refused_at_query) {
+  gga_pipeline p({});
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  ASSERT_TRUE(p.generate(plain)) << p.all_output();
+  // data_p from a shorter file.
+  {
+    gga_pipeline shorter({});
+    ASSERT_TRUE(shorter.generate(compressible_content(size_t(gga_block_size) * 4)));
+    fs::copy_file(shorter.path("dp.sbc"), p.path("dp.sbc"), fs::copy_options::overwrite_existing);
+  }
+  ASSERT_TRUE(p.start_targets()) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_only_data_validity_test",
+                    {"--storage-plain-content", p.path("plain.bin")});
+  const auto code = p.initiator->wait(run_timeout);
+  EXPECT_EQ(code, std::optional<int>(1)) << p.all_output();
+  EXPECT_NE(p.initiator->output().find("Mismatch in storage capacity"), std::string::npos)
+      << p.all_output();
+  EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  for (auto& t : p.targets) EXPECT_TRUE(t->wait(start_timeout).has_value()) << p.all_output();
+}
+
+}  // namespace
+}  // namespace zc::test
