@@ -121,7 +121,8 @@ message gga_session::on_init(const message& request) {
       workers_.push_back(std::make_unique<gga_worker>(
           options_.cpus[i], options_.poll_mode, device_, *conn, n,
           gga_worker_config{*geometry_, options_.matrix, options_.recovery_every_n, host_map_.get(),
-                            region_.get(), gga_chunk_offset(i, n, 0, layout)},
+                            region_.get(), gga_chunk_offset(i, n, 0, layout),
+                            options_.control_timeout},
           gga_worker_limits{options_.control_timeout, options_.control_timeout}));
       for (auto role : {storage::rdma_role::io_data, storage::rdma_role::io_control}) {
         // One blob per target, sent to all three, then all three answers (§2.8).

@@ -24,6 +24,8 @@ using storage::io_message_view;
 namespace {
 constexpr auto backlog_retry = std::chrono::milliseconds(1);
 constexpr auto teardown_limit = std::chrono::milliseconds(2000);
+// How often transactions waiting for a target are checked against their deadline.
+constexpr auto deadline_sweep = std::chrono::milliseconds(100);
 // Chunk views per transaction: d1, d2, parity, plain block, image, host pages.
 constexpr uint32_t chunk_views = 6;
 // Message buffers per transaction: the host's request, one request per target, one response
@@ -72,8 +74,8 @@ class gga_worker::io_path final : public core::event_source {
 
   size_t poll() override;
   core::steady_clock::time_point next_deadline() const override {
-    return backlog_count_ == 0 && resend_count_ == 0 ? core::steady_clock::time_point::max()
-                                                     : core::steady_clock::now() + backlog_retry;
+    if (backlog_count_ != 0 || resend_count_ != 0) return core::steady_clock::now() + backlog_retry;
+    return in_flight_ != 0 ? next_sweep_ : core::steady_clock::time_point::max();
   }
 
  private:
@@ -97,8 +99,11 @@ class gga_worker::io_path final : public core::event_source {
     gga_io_plan plan;
     uint32_t block = 0;
     int lost = -1;         // stripe index of the half rebuilt on this block read, -1: none
-    uint32_t pending = 0;  // rdma sends and target responses still due
+    uint32_t sending = 0;  // rdma sends not completed yet
     uint8_t awaiting = 0;  // targets whose response is due (bit per target)
+    bool issuing = false;  // a step's requests are being sent: not settled before all are out
+    uint32_t step = 0;     // stamps this step's requests: an older step's answer is not taken
+    core::steady_clock::time_point deadline{};  // for this step's responses
     status result = status::success;
   };
   struct response_slot {
@@ -129,6 +134,8 @@ class gga_worker::io_path final : public core::event_source {
   void on_storage_sent(transaction& t) noexcept;
   void on_storage_response(uint32_t target, uint32_t slot) noexcept;
   void settle(transaction& t) noexcept;
+  void begin_step(transaction& t) noexcept;
+  size_t sweep_deadlines() noexcept;
   void recover(transaction& t) noexcept;
   void decompress(transaction& t) noexcept;
   void dma_from_host(transaction& t) noexcept;
@@ -168,6 +175,7 @@ class gga_worker::io_path final : public core::event_source {
   size_t resend_head_ = 0;
   size_t resend_count_ = 0;
   std::atomic<bool> rdma_lost_{false};
+  core::steady_clock::time_point next_sweep_{};
   // Declared last, destroyed first.
   std::unique_ptr<accel::lz4_engine> lz4_;
   std::unique_ptr<accel::ec_engine> ec_;
@@ -469,7 +477,7 @@ void gga_worker::io_path::on_host_request(transaction& t) noexcept {
   ++in_flight_;
   t.result = status::success;
   t.block = 0;
-  t.pending = 0;
+  t.sending = 0;
   t.awaiting = 0;
   t.lost = -1;
   if (t.receive->received_length() != io_message_size) {
@@ -499,8 +507,10 @@ void gga_worker::io_path::on_host_request(transaction& t) noexcept {
     case io_message_type::flush:
       // Every completed write of every target made durable (DESIGN §2), io_size 0.
       t.op = operation::flush;
+      begin_step(t);
       for (uint32_t k = 0; k < gga_target_count; ++k) issue(t, k, io_message_type::flush, 0, 0, 0);
-      if (t.pending == 0) settle(t);
+      t.issuing = false;
+      settle(t);
       return;
     default:
       fail(t, "IO of an unknown type refused", status::invalid_value);
@@ -550,6 +560,7 @@ void gga_worker::io_path::next_block(transaction& t) noexcept {
   const gga_chunk_layout layout{block_size()};
   if (t.op == operation::read) {
     t.lost = -1;
+    begin_step(t);
     if (trigger_.tick()) t.lost = static_cast<int>(gga_lost_half(++recoveries_));
     // The half treated as lost is not asked; its place is taken by the parity (§6.3).
     if (t.lost != 0)
@@ -558,7 +569,8 @@ void gga_worker::io_path::next_block(transaction& t) noexcept {
       issue(t, gga_data_2, io_message_type::read, half(), layout.d2(), storage_offset);
     if (t.lost >= 0)
       issue(t, gga_data_p, io_message_type::read, half(), layout.parity(), storage_offset);
-    if (t.pending == 0) settle(t);
+    t.issuing = false;
+    settle(t);
     return;
   }
   dma_from_host(t);
@@ -569,14 +581,15 @@ void gga_worker::io_path::issue(transaction& t, uint32_t target, io_message_type
                                 uint64_t storage_offset) noexcept {
   io_message_view msg(t.request[target]->head());
   msg.set_type(type);
-  // Our own transaction index: the host's user_data stays in its buffer for the reply (§3.2).
-  msg.set_user_data(index(t));
+  // Our own transaction index (and step): the host's user_data stays in its buffer for the reply
+  // (§3.2).
+  msg.set_user_data(uint64_t(t.step) << 32 | index(t));
   msg.set_result(status::success);
   msg.set_io_size(io_size);
   msg.set_requester_offset(io_size == 0 ? 0 : t.chunk_offset + chunk_part);
   msg.set_storage_offset(storage_offset);
   (void)t.request[target]->set_data(t.request[target]->head(), io_message_size);
-  t.pending += 2;  // the send's completion and the target's response
+  ++t.sending;
   t.awaiting = static_cast<uint8_t>(t.awaiting | (1u << target));
   const uint32_t key = index(t) * gga_target_count + target;
   if (resend_count_ != 0) {
@@ -603,13 +616,13 @@ void gga_worker::io_path::storage_send_failed(uint32_t i, uint32_t target, statu
   note_error("storage request not sent", why);
   if (t.result == status::success) t.result = why;
   const uint8_t bit = static_cast<uint8_t>(1u << target);
-  t.pending -= std::min<uint32_t>(t.pending, (t.awaiting & bit) != 0 ? 2 : 1);
+  if (t.sending > 0) --t.sending;
   t.awaiting = static_cast<uint8_t>(t.awaiting & ~bit);
   settle(t);
 }
 
 void gga_worker::io_path::on_storage_sent(transaction& t) noexcept {
-  if (t.pending > 0) --t.pending;
+  if (t.sending > 0) --t.sending;
   settle(t);
 }
 
@@ -621,14 +634,15 @@ void gga_worker::io_path::on_storage_response(uint32_t target, uint32_t slot) no
     return;
   }
   io_message_view msg(r.message->head());
-  const uint64_t i = msg.user_data();
+  const uint64_t i = msg.user_data() & UINT32_MAX;
+  const uint32_t step = static_cast<uint32_t>(msg.user_data() >> 32);
   const status result = msg.result();
   const bool is_result = msg.type() == io_message_type::result;
   post_response_receive(target, r);
   // The index comes from a peer: checked before it is used (§8.4), and only a transaction that
   // waits for this target's answer takes it.
   const uint8_t bit = static_cast<uint8_t>(1u << target);
-  if (i >= transactions_ || (txns_[i].awaiting & bit) == 0 || !is_result) {
+  if (i >= transactions_ || (txns_[i].awaiting & bit) == 0 || txns_[i].step != step || !is_result) {
     note_error("storage response for no waiting transaction dropped", status::invalid_value);
     return;
   }
@@ -636,7 +650,6 @@ void gga_worker::io_path::on_storage_response(uint32_t target, uint32_t slot) no
   t.awaiting = static_cast<uint8_t>(t.awaiting & ~bit);
   // A target's failure becomes the host's result (the reference forced success, §8.3).
   if (!ok(result) && t.result == status::success) t.result = result;
-  if (t.pending > 0) --t.pending;
   settle(t);
 }
 
@@ -649,7 +662,7 @@ void gga_worker::io_path::post_response_receive(uint32_t target, response_slot& 
 
 // Every send and response of this step is in: on to the codec, or the next block.
 void gga_worker::io_path::settle(transaction& t) noexcept {
-  if (t.pending != 0) return;
+  if (t.issuing || t.sending != 0 || t.awaiting != 0) return;
   if (!ok(t.result)) {
     note_error("storage request failed", t.result);
     finish(t, t.result);
@@ -760,14 +773,43 @@ void gga_worker::io_path::encode(transaction& t) noexcept {
 void gga_worker::io_path::write_halves(transaction& t) noexcept {
   const uint64_t storage_offset = t.plan.target_offset + uint64_t(t.block) * half();
   const gga_chunk_layout layout{block_size()};
+  begin_step(t);
   issue(t, gga_data_1, io_message_type::write, half(), layout.d1(), storage_offset);
   issue(t, gga_data_2, io_message_type::write, half(), layout.d2(), storage_offset);
   issue(t, gga_data_p, io_message_type::write, half(), layout.parity(), storage_offset);
-  if (t.pending == 0) settle(t);
+  t.issuing = false;
+  settle(t);
+}
+
+void gga_worker::io_path::begin_step(transaction& t) noexcept {
+  ++t.step;
+  t.issuing = true;
+  t.deadline = core::steady_clock::now() + config_.storage_timeout;
+}
+
+// A target that does not answer in time fails the transaction with time_out; its late answer is
+// dropped (the step no longer matches). Sends still in flight are waited for: their tasks have
+// their own deadline, and the buffers are not reused before they complete.
+size_t gga_worker::io_path::sweep_deadlines() noexcept {
+  const auto now = core::steady_clock::now();
+  size_t expired = 0;
+  for (transaction& t : txns_) {
+    if (t.awaiting == 0 || now < t.deadline) continue;
+    ++expired;
+    note_error("storage did not answer in time", status::time_out);
+    if (t.result == status::success) t.result = status::time_out;
+    t.awaiting = 0;
+    settle(t);
+  }
+  return expired;
 }
 
 size_t gga_worker::io_path::poll() {
   size_t done = 0;
+  if (in_flight_ != 0 && core::steady_clock::now() >= next_sweep_) {
+    done += sweep_deadlines();
+    next_sweep_ = core::steady_clock::now() + deadline_sweep;
+  }
   while (resend_count_ != 0) {
     const uint32_t key = resends_[resend_head_];
     const uint32_t i = key / gga_target_count, target = key % gga_target_count;

@@ -47,6 +47,8 @@ struct gga_worker_config {
   core::memory_map* host = nullptr;    // the host's IO region (PCI import)
   core::memory_map* region = nullptr;  // the service's chunks, exported for rdma
   uint64_t first_chunk = 0;            // offset of this worker's first chunk in region
+  // How long a transaction waits for a target's answer before it fails with time_out.
+  std::chrono::milliseconds storage_timeout{5000};
 };
 
 struct gga_worker_limits {

@@ -130,7 +130,8 @@ class gga_pipeline {
     return service->wait_for_output("listening on channel", start_timeout);
   }
 
-  void start_initiator(const std::string& strategy, std::vector<std::string> extra) {
+  void start_initiator(const std::string& strategy, std::vector<std::string> extra,
+                       uint64_t run_limit = gga_run_limit) {
     std::vector<std::string> argv{binary("zcstore_initiator_comch"),
                                   "-d",
                                   "auto",
@@ -139,7 +140,7 @@ class gga_pipeline {
                                   "--execution-strategy",
                                   strategy,
                                   "--run-limit-operation-count",
-                                  std::to_string(gga_run_limit),
+                                  std::to_string(run_limit),
                                   "--command-channel-name",
                                   channel_,
                                   "--control-timeout",
@@ -287,6 +288,30 @@ TEST(gga_pipeline, incompressible_writes_fail_their_transactions_not_the_service
       << p.all_output();
   for (auto& t : p.targets)
     EXPECT_EQ(t->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+}
+
+// A target that stops answering (SIGSTOP: its connections stay up) fails the IOs waiting for it
+// with TIME_OUT within the control timeout: the host hears of every IO and the run ends, bounded.
+TEST(gga_pipeline, a_silent_target_fails_the_ios_waiting_for_it_in_bounded_time) {
+  gga_pipeline p({});
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  ASSERT_TRUE(p.generate(plain)) << p.all_output();
+  ASSERT_TRUE(p.start_targets()) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_only_data_validity_test",
+                    {"--storage-plain-content", p.path("plain.bin"), "--transaction-count", "8"},
+                    100000000);
+  ASSERT_TRUE(p.initiator->wait_for_output("running read_only_data_validity_test", start_timeout))
+      << p.all_output();
+  std::this_thread::sleep_for(200ms);
+  p.targets[1]->signal(SIGSTOP);
+  const auto code = p.initiator->wait(run_timeout);
+  p.targets[1]->signal(SIGCONT);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_NE(*code, 0) << p.all_output();
+  EXPECT_NE(p.service->output().find("storage did not answer in time"), std::string::npos)
+      << p.all_output();
+  EXPECT_TRUE(p.service->wait(run_timeout).has_value()) << p.all_output();
 }
 
 TEST(gga_pipeline, bad_flags_exit_2_with_one_clear_line) {
