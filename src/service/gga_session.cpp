@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "core/log.hpp"
+#include "service/worker_connections.hpp"
 
 namespace zc::service {
 
@@ -124,36 +125,25 @@ message gga_session::on_init(const message& request) {
                             region_.get(), gga_chunk_offset(i, n, 0, layout),
                             options_.control_timeout},
           gga_worker_limits{options_.control_timeout, options_.control_timeout}));
-      for (auto role : {storage::rdma_role::io_data, storage::rdma_role::io_control}) {
-        // One blob per target, sent to all three, then all three answers (§2.8).
-        std::vector<message> answers;
-        for (uint32_t k = 0; k < gga_target_count; ++k) {
-          last_correlation_id_ = request.correlation_id;
-          try {
-            answers.push_back(targets_.request(
-                k,
-                {message_type::create_rdma_connection_request, request.correlation_id,
-                 storage::rdma_connection_payload{i, role,
-                                                  workers_.back()->export_connection(k, role)}},
-                message_type::create_rdma_connection_response));
-          } catch (const target_lost& e) {
-            throw session_lost(e.code(), e.what());
-          }
-        }
-        for (uint32_t k = 0; k < gga_target_count; ++k) {
-          if (answers[k].type == message_type::error_response) {
-            teardown();
-            return relay(answers[k], request);
-          }
-          const auto& p = std::get<storage::rdma_connection_payload>(answers[k].payload);
-          if (p.context_idx != i || p.role != role)
-            throw status_error(
-                status::unexpected,
-                fmt::format("{} answered the connection of worker {} {} for worker {} {}",
-                            targets_.name(k), i, storage::to_string(role), p.context_idx,
-                            storage::to_string(p.role)));
-          workers_.back()->connect(k, role, p.connection_details);
-        }
+      gga_worker& w = *workers_.back();
+      last_correlation_id_ = request.correlation_id;
+      std::optional<message> refused;
+      try {
+        refused = connect_worker(
+            targets_, request, i,
+            {[&w](uint32_t k, storage::rdma_role role) { return w.export_connection(k, role); },
+             [&w](uint32_t k, storage::rdma_role role, std::span<const uint8_t> blob) {
+               w.connect(k, role, blob);
+             }});
+      } catch (const target_lost& e) {
+        throw session_lost(e.code(), e.what());
+      } catch (const status_error& e) {
+        if (e.code() == status::shutdown) throw session_lost(e.code(), e.what());
+        throw;
+      }
+      if (refused) {
+        teardown();
+        return *refused;
       }
     }
     ZC_LOG_INFO(
@@ -177,26 +167,14 @@ message gga_session::on_start(const message& request) {
           message_type::start_storage_response, error);
   if (error) return *error;
   const size_t cores = workers_.size();
-  bool contexts = false;
-  const bool ready = client_.pump_until(
+  const std::vector<uint32_t> ids = await_client_consumers(
+      client_, cores,
       [&] {
-        if (!client_.consumers().ready(cores)) return false;
-        contexts = true;
-        for (auto& w : workers_) contexts = contexts && w->ready();
-        return contexts;
+        for (auto& w : workers_)
+          if (!w->ready()) return false;
+        return true;
       },
       options_.control_timeout);
-  if (!ready)
-    throw status_error(
-        status::time_out,
-        fmt::format("not ready within {} ms: {} of {} client consumers, {}",
-                    options_.control_timeout.count(), client_.consumers().size(), cores,
-                    contexts ? "connections running" : "connections not running"));
-  if (client_.consumers().size() != cores)
-    throw status_error(status::bad_state,
-                       fmt::format("the client announced {} consumers for {} workers",
-                                   client_.consumers().size(), cores));
-  const std::vector<uint32_t> ids = client_.consumers().ids();
   for (size_t i = 0; i < cores; ++i) workers_[i]->start_data_path(ids[i]);
   started_ = true;
   ZC_LOG_INFO("data path started on {} workers", cores);
