@@ -112,7 +112,7 @@ class gga_pipeline {
                                   "--poll-mode",
                                   "event",
                                   "--matrix-type",
-                                  options_.matrix,
+                                  service_matrix_.empty() ? options_.matrix : service_matrix_,
                                   "--trigger-recovery-read-every-n",
                                   std::to_string(options_.recovery_every_n),
                                   "--command-channel-name",
@@ -150,6 +150,9 @@ class gga_pipeline {
     initiator = std::make_unique<subprocess>(argv);
   }
 
+  // The service's --matrix-type when it differs from the generator's.
+  void set_service_matrix(std::string m) { service_matrix_ = std::move(m); }
+
   std::string all_output() const {
     std::string out = generator_output_;
     for (size_t i = 0; i < 3; ++i)
@@ -168,6 +171,7 @@ class gga_pipeline {
   std::string channel_ = unique_name("gga");
   std::array<uint16_t, 3> ports_{};
   std::string generator_output_;
+  std::string service_matrix_;
 };
 
 // Every process ends its session and exits 0; the initiator counted every IO.
@@ -312,6 +316,59 @@ TEST(gga_pipeline, a_silent_target_fails_the_ios_waiting_for_it_in_bounded_time)
   EXPECT_NE(p.service->output().find("storage did not answer in time"), std::string::npos)
       << p.all_output();
   EXPECT_TRUE(p.service->wait(run_timeout).has_value()) << p.all_output();
+}
+
+// Images that do not rebuild (parity made with vandermonde, recovered with cauchy): each such
+// read fails on its own (the decompressor refuses the image, or the validator sees wrong bytes),
+// the service answers every IO and goes on, and every process ends.
+TEST(gga_pipeline, a_bad_image_fails_its_read_not_the_worker) {
+  gga_pipeline p({.matrix = "vandermonde", .recovery_every_n = 1});
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  ASSERT_TRUE(p.generate(plain)) << p.all_output();
+  ASSERT_TRUE(p.start_targets()) << p.all_output();
+  p.set_service_matrix("cauchy");
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_only_data_validity_test",
+                    {"--storage-plain-content", p.path("plain.bin"), "--transaction-count", "8"});
+  const auto code = p.initiator->wait(run_timeout);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_NE(*code, 0) << p.all_output();
+  EXPECT_NE(p.initiator->output().find("Test failed"), std::string::npos) << p.all_output();
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
+  EXPECT_NE(p.service->output().find("bad block image from storage"), std::string::npos)
+      << p.all_output();
+  for (auto& t : p.targets)
+    EXPECT_EQ(t->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+}
+
+// --json gives the same flags; the configuration printed says what was read.
+TEST(gga_pipeline, flags_can_come_from_a_json_file) {
+  gga_pipeline p({});
+  {
+    std::ofstream json(p.path("service.json"));
+    json << "{\"cpu\": [0], \"data-1-storage\": \"127.0.0.1:1\", "
+         << "\"data-2-storage\": \"127.0.0.1:2\", \"data-p-storage\": \"127.0.0.1:3\", "
+         << "\"matrix-type\": \"cauchy\", \"trigger-recovery-read-every-n\": 7, "
+         << "\"control-timeout\": 1}";
+  }
+  subprocess s({binary("zcstore_comch_to_rdma_gga_offload"), "--json", p.path("service.json")});
+  const auto code = s.wait(start_timeout);
+  const std::string out = s.output();
+  EXPECT_NE(out.find("matrix_type: \"cauchy\""), std::string::npos) << out;
+  EXPECT_NE(out.find("trigger_recovery_read_every_n: 7"), std::string::npos) << out;
+  EXPECT_NE(out.find("data_p_storage: \"127.0.0.1:3\""), std::string::npos) << out;
+  // Nothing listens there: a clear failure within the control timeout.
+  EXPECT_EQ(code, std::optional<int>(1)) << out;
+  EXPECT_NE(out.find("cannot connect to storage target 0"), std::string::npos) << out;
+
+  {
+    std::ofstream json(p.path("bad.json"));
+    json << "{\"cpu\": [0], \"data-1-storage\": \"127.0.0.1:1\", "
+         << "\"data-2-storage\": \"127.0.0.1:2\", \"data-p-storage\": \"127.0.0.1:3\", "
+         << "\"matrix-type\": \"rs\"}";
+  }
+  subprocess bad({binary("zcstore_comch_to_rdma_gga_offload"), "--json", p.path("bad.json")});
+  EXPECT_EQ(bad.wait(start_timeout), std::optional<int>(2)) << bad.output();
 }
 
 TEST(gga_pipeline, bad_flags_exit_2_with_one_clear_line) {
