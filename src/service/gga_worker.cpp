@@ -13,6 +13,7 @@
 #include "core/buffer.hpp"
 #include "core/log.hpp"
 #include "rdma/context.hpp"
+#include "service/retry_queue.hpp"
 #include "storage/io_message.hpp"
 
 namespace zc::service {
@@ -74,7 +75,7 @@ class gga_worker::io_path final : public core::event_source {
 
   size_t poll() override;
   core::steady_clock::time_point next_deadline() const override {
-    if (backlog_count_ != 0 || resend_count_ != 0) return core::steady_clock::now() + backlog_retry;
+    if (!backlog_.empty() || !resends_.empty()) return core::steady_clock::now() + backlog_retry;
     return in_flight_ != 0 ? next_sweep_ : core::steady_clock::time_point::max();
   }
 
@@ -167,13 +168,9 @@ class gga_worker::io_path final : public core::event_source {
   std::vector<transaction> txns_;
   std::array<std::vector<response_slot>, gga_target_count> responses_;
   // Replies waiting for a posted host buffer (transaction indices), oldest first.
-  std::vector<uint32_t> backlog_;
-  size_t backlog_head_ = 0;
-  size_t backlog_count_ = 0;
+  retry_queue backlog_;
   // Storage requests UCX could not take yet: index * 3 + target, oldest first.
-  std::vector<uint32_t> resends_;
-  size_t resend_head_ = 0;
-  size_t resend_count_ = 0;
+  retry_queue resends_;
   std::atomic<bool> rdma_lost_{false};
   core::steady_clock::time_point next_sweep_{};
   // Declared last, destroyed first.
@@ -531,11 +528,10 @@ void gga_worker::io_path::finish(transaction& t, status result) noexcept {
 }
 
 void gga_worker::io_path::send_reply(uint32_t i) noexcept {
-  status r = backlog_count_ == 0 ? producer_->submit(*txns_[i].reply) : status::again;
+  status r = backlog_.empty() ? producer_->submit(*txns_[i].reply) : status::again;
   if (r == status::again) {
-    backlog_[(backlog_head_ + backlog_count_) % backlog_.size()] = i;
-    ++backlog_count_;
-    return;
+    if (backlog_.push(i)) return;
+    r = status::no_memory;
   }
   if (!ok(r)) {
     note_error("reply not delivered to the host", r);
@@ -592,9 +588,8 @@ void gga_worker::io_path::issue(transaction& t, uint32_t target, io_message_type
   ++t.sending;
   t.awaiting = static_cast<uint8_t>(t.awaiting | (1u << target));
   const uint32_t key = index(t) * gga_target_count + target;
-  if (resend_count_ != 0) {
-    resends_[(resend_head_ + resend_count_) % resends_.size()] = key;
-    ++resend_count_;
+  if (!resends_.empty()) {
+    if (!resends_.push(key)) storage_send_failed(index(t), target, status::no_memory);
     return;
   }
   submit_storage(index(t), target);
@@ -603,8 +598,8 @@ void gga_worker::io_path::issue(transaction& t, uint32_t target, io_message_type
 void gga_worker::io_path::submit_storage(uint32_t i, uint32_t target) noexcept {
   const status r = control_[target]->submit(*txns_[i].send[target]);
   if (r == status::again) {
-    resends_[(resend_head_ + resend_count_) % resends_.size()] = i * gga_target_count + target;
-    ++resend_count_;
+    if (!resends_.push(i * gga_target_count + target))
+      storage_send_failed(i, target, status::no_memory);
     return;
   }
   if (!ok(r)) storage_send_failed(i, target, r);
@@ -810,22 +805,20 @@ size_t gga_worker::io_path::poll() {
     done += sweep_deadlines();
     next_sweep_ = core::steady_clock::now() + deadline_sweep;
   }
-  while (resend_count_ != 0) {
-    const uint32_t key = resends_[resend_head_];
+  while (!resends_.empty()) {
+    const uint32_t key = resends_.front();
     const uint32_t i = key / gga_target_count, target = key % gga_target_count;
     const status r = control_[target]->submit(*txns_[i].send[target]);
     if (r == status::again) break;
-    resend_head_ = (resend_head_ + 1) % resends_.size();
-    --resend_count_;
+    resends_.pop();
     ++done;
     if (!ok(r)) storage_send_failed(i, target, r);
   }
-  while (backlog_count_ != 0) {
-    const uint32_t i = backlog_[backlog_head_];
+  while (!backlog_.empty()) {
+    const uint32_t i = backlog_.front();
     const status r = producer_->submit(*txns_[i].reply);
     if (r == status::again) break;
-    backlog_head_ = (backlog_head_ + 1) % backlog_.size();
-    --backlog_count_;
+    backlog_.pop();
     ++done;
     if (!ok(r)) {
       note_error("reply not delivered to the host", r);

@@ -11,6 +11,7 @@
 #include "core/log.hpp"
 #include "core/memory_map.hpp"
 #include "rdma/context.hpp"
+#include "service/retry_queue.hpp"
 #include "storage/io_message.hpp"
 
 namespace zc::service {
@@ -74,8 +75,8 @@ class zero_copy_worker::io_path final : public core::event_source {
   // event_source: retries the answers the host had no buffer for.
   size_t poll() override;
   core::steady_clock::time_point next_deadline() const override {
-    return backlog_count_ == 0 && relay_count_ == 0 ? core::steady_clock::time_point::max()
-                                                    : core::steady_clock::now() + backlog_retry;
+    return backlog_.empty() && relays_.empty() ? core::steady_clock::time_point::max()
+                                               : core::steady_clock::now() + backlog_retry;
   }
 
  private:
@@ -136,14 +137,10 @@ class zero_copy_worker::io_path final : public core::event_source {
   std::vector<response_slot> responses_;
   // Host sends waiting for a posted buffer, oldest first: key j < N is B_j, N + i is A_i. Sized
   // for every slot at once, so a push never allocates and never fails.
-  std::vector<uint32_t> backlog_;
-  size_t backlog_head_ = 0;
-  size_t backlog_count_ = 0;
+  retry_queue backlog_;
   // Requests UCX could not take yet (rdma submit answered `again`: too many unsent messages),
   // oldest first, retried from the engine; sized for every request slot.
-  std::vector<uint32_t> relays_;
-  size_t relay_head_ = 0;
-  size_t relay_count_ = 0;
+  retry_queue relays_;
   // Set on the worker's thread when an rdma connection leaves running while IOs are served;
   // read by the control thread (check_health), so atomic.
   std::atomic<bool> rdma_lost_{false};
@@ -319,11 +316,10 @@ void zero_copy_worker::io_path::on_request(request_slot& s) noexcept {
 // Relayed byte for byte, from the buffer it arrived in: the target judges the type and fields.
 // FIFO: nothing overtakes a request already waiting for UCX.
 void zero_copy_worker::io_path::relay(uint32_t index) noexcept {
-  const status r = relay_count_ == 0 ? control_->submit(*requests_[index].relay) : status::again;
+  status r = relays_.empty() ? control_->submit(*requests_[index].relay) : status::again;
   if (r == status::again) {
-    relays_[(relay_head_ + relay_count_) % relays_.size()] = index;
-    ++relay_count_;
-    return;
+    if (relays_.push(index)) return;
+    r = status::no_memory;
   }
   if (!ok(r)) answer_failure(index, r);
 }
@@ -395,11 +391,10 @@ status zero_copy_worker::io_path::submit_to_host(uint32_t key) noexcept {
 
 void zero_copy_worker::io_path::send_to_host(uint32_t key) noexcept {
   // FIFO: nothing overtakes an answer already waiting for the host.
-  status r = backlog_count_ == 0 ? submit_to_host(key) : status::again;
+  status r = backlog_.empty() ? submit_to_host(key) : status::again;
   if (r == status::again) {
-    backlog_[(backlog_head_ + backlog_count_) % backlog_.size()] = key;
-    ++backlog_count_;
-    return;
+    if (backlog_.push(key)) return;
+    r = status::no_memory;
   }
   if (!ok(r)) host_send_failed(key, r);
 }
@@ -414,21 +409,19 @@ void zero_copy_worker::io_path::host_send_failed(uint32_t key, status why) noexc
 
 size_t zero_copy_worker::io_path::poll() {
   size_t sent = 0;
-  while (relay_count_ != 0) {
-    const uint32_t index = relays_[relay_head_];
+  while (!relays_.empty()) {
+    const uint32_t index = relays_.front();
     const status r = control_->submit(*requests_[index].relay);
     if (r == status::again) break;
-    relay_head_ = (relay_head_ + 1) % relays_.size();
-    --relay_count_;
+    relays_.pop();
     ++sent;
     if (!ok(r)) answer_failure(index, r);
   }
-  while (backlog_count_ != 0) {
-    const uint32_t key = backlog_[backlog_head_];
+  while (!backlog_.empty()) {
+    const uint32_t key = backlog_.front();
     status r = submit_to_host(key);
     if (r == status::again) break;
-    backlog_head_ = (backlog_head_ + 1) % backlog_.size();
-    --backlog_count_;
+    backlog_.pop();
     ++sent;
     if (!ok(r)) host_send_failed(key, r);
   }
