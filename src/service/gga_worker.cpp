@@ -833,75 +833,56 @@ size_t gga_worker::io_path::poll() {
 gga_worker::gga_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
                        comch::connection& conn, uint32_t transactions, gga_worker_config config,
                        gga_worker_limits limits)
-    : cpu_(cpu), limits_(limits), thread_(mode, cpu) {
+    : cpu_(cpu), host_(cpu, mode, limits) {
   if (transactions == 0 || transactions > max_worker_transactions)
     throw status_error(status::invalid_value, fmt::format("transaction count {} is outside 1..{}",
                                                           transactions, max_worker_transactions));
-  io_ = core::engine_owned<io_path>::build(
-      thread_,
-      [cpu, engine = &thread_.engine(), device = &device, conn = &conn, transactions, config] {
+  // By value: a build that outlives this wait must not read this constructor's frame.
+  host_.build(
+      [cpu, engine = &host_.engine(), device = &device, conn = &conn, transactions, config] {
         return std::make_unique<io_path>(cpu, *engine, *device, *conn, transactions, config);
-      },
-      limits.command);
+      });
 }
 
 gga_worker::~gga_worker() = default;
 
 std::vector<uint8_t> gga_worker::export_connection(uint32_t target, storage::rdma_role role) {
-  return thread_.call(
-      [io = io_.get(), target, role] { return io->export_connection(target, role); },
-      limits_.command);
+  return host_.call([target, role](io_path& io) { return io.export_connection(target, role); });
 }
 
 void gga_worker::connect(uint32_t target, storage::rdma_role role,
                          std::span<const uint8_t> peer_blob) {
-  thread_.call([io = io_.get(), target, role,
-                blob = std::vector<uint8_t>(peer_blob.begin(),
-                                            peer_blob.end())] { io->connect(target, role, blob); },
-               limits_.command);
+  // The blob is copied: a connect that outlives this wait must not read the caller's message.
+  host_.call([target, role, blob = std::vector<uint8_t>(peer_blob.begin(), peer_blob.end())](
+                 io_path& io) { io.connect(target, role, blob); });
 }
 
 bool gga_worker::ready() {
-  return thread_.call([io = io_.get()] { return io->ready(); }, limits_.command);
+  return host_.ready();
 }
 
 void gga_worker::start_data_path(uint32_t host_consumer_id) {
-  thread_.call([io = io_.get(), host_consumer_id] { io->start_serving(host_consumer_id); },
-               limits_.command);
+  host_.start_data_path(host_consumer_id);
 }
 
 void gga_worker::drain() {
-  if (drained_) return;
-  drained_ = true;
-  io_path* io = io_.get();
-  thread_.call([io] { io->stop_serving(); }, limits_.command);
-  if (!thread_.wait_until([io] { return io->in_flight() == 0; }, limits_.drain))
-    ZC_LOG_ERROR("worker {}: IOs still in flight after {} ms", cpu_, limits_.drain.count());
+  host_.drain();
 }
 
 void gga_worker::stop() {
-  drain();
-  io_path* io = io_.get();
-  thread_.call([io] { io->stop_rdma(); }, limits_.command);
-  if (!thread_.wait_until([io] { return io->rdma_stopped(); }, limits_.drain))
-    ZC_LOG_ERROR("worker {}: rdma connections not stopped after {} ms", cpu_,
-                 limits_.drain.count());
+  host_.stop();
 }
 
 void gga_worker::close_comch() {
-  io_path* io = io_.get();
-  thread_.call([io] { io->stop_comch(); }, limits_.command);
-  if (!thread_.wait_until([io] { return io->comch_stopped(); }, limits_.drain))
-    ZC_LOG_ERROR("worker {}: comch producer/consumer not stopped after {} ms", cpu_,
-                 limits_.drain.count());
+  host_.close_comch();
 }
 
 bool gga_worker::rdma_lost() const noexcept {
-  return io_ && io_->rdma_lost();
+  return host_.rdma_lost();
 }
 
 gga_worker_stats gga_worker::stats() {
-  return thread_.call([io = io_.get()] { return io->stats(); }, limits_.command);
+  return host_.call([](io_path& io) { return io.stats(); });
 }
 
 }  // namespace zc::service

@@ -18,10 +18,9 @@
 #include "accel/ec_engine.hpp"
 #include "comch/connection.hpp"
 #include "core/device.hpp"
-#include "core/engine_owned.hpp"
-#include "core/engine_thread.hpp"
 #include "core/memory_map.hpp"
 #include "service/gga_layout.hpp"
+#include "service/worker_host.hpp"
 #include "service/zero_copy_worker.hpp"  // max_worker_transactions
 #include "storage/control_message.hpp"
 
@@ -51,10 +50,7 @@ struct gga_worker_config {
   std::chrono::milliseconds storage_timeout{5000};
 };
 
-struct gga_worker_limits {
-  std::chrono::milliseconds command{10000};
-  std::chrono::milliseconds drain{5000};
-};
+using gga_worker_limits = worker_limits;
 
 class gga_worker {
  public:
@@ -82,10 +78,7 @@ class gga_worker {
   class io_path;
 
   uint32_t cpu_;
-  gga_worker_limits limits_;
-  bool drained_ = false;
-  core::engine_thread thread_;
-  core::engine_owned<io_path> io_;
+  worker_host<io_path> host_;
 };
 
 }  // namespace zc::service

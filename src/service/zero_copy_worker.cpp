@@ -433,77 +433,56 @@ size_t zero_copy_worker::io_path::poll() {
 zero_copy_worker::zero_copy_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
                                    comch::connection& conn, uint32_t transactions,
                                    zero_copy_worker_limits limits)
-    : cpu_(cpu), limits_(limits), thread_(mode, cpu) {
+    : cpu_(cpu), host_(cpu, mode, limits) {
   if (transactions == 0 || transactions > max_worker_transactions)
     throw status_error(status::invalid_value, fmt::format("transaction count {} is outside 1..{}",
                                                           transactions, max_worker_transactions));
   // By value: a build that outlives this wait must not read this constructor's frame.
-  io_ = core::engine_owned<io_path>::build(
-      thread_,
-      [cpu, engine = &thread_.engine(), device = &device, conn = &conn, transactions] {
-        return std::make_unique<io_path>(cpu, *engine, *device, *conn, transactions);
-      },
-      limits.command);
-  consumer_id_ = thread_.call([io = io_.get()] { return io->consumer_id(); }, limits_.command);
+  host_.build([cpu, engine = &host_.engine(), device = &device, conn = &conn, transactions] {
+    return std::make_unique<io_path>(cpu, *engine, *device, *conn, transactions);
+  });
+  consumer_id_ = host_.call([](io_path& io) { return io.consumer_id(); });
 }
 
 zero_copy_worker::~zero_copy_worker() = default;
 
 std::vector<uint8_t> zero_copy_worker::export_connection(storage::rdma_role role) {
-  return thread_.call([io = io_.get(), role] { return io->export_connection(role); },
-                      limits_.command);
+  return host_.call([role](io_path& io) { return io.export_connection(role); });
 }
 
 void zero_copy_worker::connect(storage::rdma_role role, std::span<const uint8_t> peer_blob) {
   // The blob is copied: a connect that outlives this wait must not read the caller's message.
-  thread_.call(
-      [io = io_.get(), role, blob = std::vector<uint8_t>(peer_blob.begin(), peer_blob.end())] {
-        io->connect(role, blob);
-      },
-      limits_.command);
+  host_.call([role, blob = std::vector<uint8_t>(peer_blob.begin(), peer_blob.end())](io_path& io) {
+    io.connect(role, blob);
+  });
 }
 
 bool zero_copy_worker::ready() {
-  return thread_.call([io = io_.get()] { return io->ready(); }, limits_.command);
+  return host_.ready();
 }
 
 void zero_copy_worker::start_data_path(uint32_t host_consumer_id) {
-  thread_.call([io = io_.get(), host_consumer_id] { io->start_serving(host_consumer_id); },
-               limits_.command);
+  host_.start_data_path(host_consumer_id);
 }
 
 void zero_copy_worker::drain() {
-  if (drained_) return;
-  drained_ = true;
-  io_path* io = io_.get();
-  thread_.call([io] { io->stop_serving(); }, limits_.command);
-  if (!thread_.wait_until([io] { return io->in_flight() == 0; }, limits_.drain))
-    ZC_LOG_ERROR("worker {}: IOs still in flight after {} ms", cpu_, limits_.drain.count());
+  host_.drain();
 }
 
 void zero_copy_worker::stop() {
-  drain();
-  io_path* io = io_.get();
-  thread_.call([io] { io->stop_rdma(); }, limits_.command);
-  if (!thread_.wait_until([io] { return io->rdma_stopped(); }, limits_.drain))
-    ZC_LOG_ERROR("worker {}: rdma connections not stopped after {} ms", cpu_,
-                 limits_.drain.count());
+  host_.stop();
 }
 
 void zero_copy_worker::close_comch() {
-  io_path* io = io_.get();
-  thread_.call([io] { io->stop_comch(); }, limits_.command);
-  if (!thread_.wait_until([io] { return io->comch_stopped(); }, limits_.drain))
-    ZC_LOG_ERROR("worker {}: comch producer/consumer not stopped after {} ms", cpu_,
-                 limits_.drain.count());
+  host_.close_comch();
 }
 
 bool zero_copy_worker::rdma_lost() const noexcept {
-  return io_ && io_->rdma_lost();
+  return host_.rdma_lost();
 }
 
 zero_copy_worker_stats zero_copy_worker::stats() {
-  return thread_.call([io = io_.get()] { return io->stats(); }, limits_.command);
+  return host_.call([](io_path& io) { return io.stats(); });
 }
 
 }  // namespace zc::service
