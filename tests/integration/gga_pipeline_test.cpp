@@ -12,7 +12,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "integration/comch_host.hpp"
 #include "integration/pipeline.hpp"
+#include "service/gga_layout.hpp"
 
 namespace zc::test {
 namespace {
@@ -150,6 +152,7 @@ class gga_pipeline {
     initiator = std::make_unique<subprocess>(argv);
   }
 
+  const std::string& channel() const { return channel_; }
   // The service's --matrix-type when it differs from the generator's.
   void set_service_matrix(std::string m) { service_matrix_ = std::move(m); }
 
@@ -369,6 +372,93 @@ TEST(gga_pipeline, flags_can_come_from_a_json_file) {
   }
   subprocess bad({binary("zcstore_comch_to_rdma_gga_offload"), "--json", p.path("bad.json")});
   EXPECT_EQ(bad.wait(start_timeout), std::optional<int>(2)) << bad.output();
+}
+
+// The service driven by a minimal host (comch_host.hpp) with IO messages an initiator would not
+// send: each malformed one gets INVALID_VALUE with the host's own user_data (the reference sent no
+// reply, or ran ~256 block operations for an io_size under a block, §8.4), a flush is fanned out
+// to the three targets and their refusal reaches the host, and good reads before and after land
+// straight in the host's region, byte for byte.
+TEST(gga_pipeline, every_host_io_gets_one_answer_and_bad_ones_do_not_stop_the_worker) {
+  gga_pipeline p({.matrix = "cauchy", .recovery_every_n = 2});
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  ASSERT_TRUE(p.generate(plain)) << p.all_output();
+  ASSERT_TRUE(p.start_targets()) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  host h(p.channel(), {gga_block_size, gga_block_count});  // the doubled geometry is checked
+  ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+  const uint32_t b = gga_block_size;
+  constexpr uint32_t read = static_cast<uint32_t>(storage::io_message_type::read);
+  auto expect_read = [&](uint64_t user_data, uint32_t blocks, uint64_t host_offset,
+                         uint64_t first_block) {
+    SCOPED_TRACE("read of block " + std::to_string(first_block));
+    auto r = h.io(read, user_data, blocks * b, host_offset, first_block * b);
+    ASSERT_TRUE(r) << p.all_output();
+    EXPECT_EQ(r->view().type(), storage::io_message_type::result);
+    EXPECT_EQ(r->view().result(), status::success) << p.all_output();
+    EXPECT_EQ(r->view().user_data(), user_data);
+    EXPECT_EQ(r->view().io_size(), blocks * b);
+    EXPECT_EQ(std::memcmp(h.region().data() + host_offset, plain.data() + first_block * b,
+                          size_t(blocks) * b),
+              0);
+  };
+  expect_read(1, 1, 0, 3);
+  expect_read(2, 2, b, 10);
+
+  struct bad_io {
+    const char* what;
+    uint32_t type;
+    uint32_t io_size;
+    uint64_t requester_offset;
+    uint64_t storage_offset;
+  };
+  const uint64_t capacity = uint64_t(b) * gga_block_count;
+  const std::vector<bad_io> bad{
+      {"io_size 0", read, 0, 0, 0},
+      {"half a block", read, b / 2, 0, 0},
+      {"storage offset not block aligned", read, b, 0, 100},
+      {"storage range past the end", read, 2 * b, 0, capacity - b},
+      {"storage offset far past the end", read, b, 0, UINT64_MAX - b + 1},
+      {"host range past the region", read, b, capacity - 100, 0},
+      {"more blocks than one IO may span", read, (service::gga_max_blocks_per_io + 1) * b, 0, 0},
+      {"write past the end", static_cast<uint32_t>(storage::io_message_type::write), b, 0,
+       capacity},
+      {"unknown type", 7, b, 0, 0},
+      {"a result sent as a request", 0, b, 0, 0},
+  };
+  uint64_t user_data = 100;
+  for (const bad_io& io : bad) {
+    SCOPED_TRACE(io.what);
+    auto r = h.io(io.type, ++user_data, io.io_size, io.requester_offset, io.storage_offset);
+    ASSERT_TRUE(r) << p.all_output();
+    EXPECT_EQ(r->view().type(), storage::io_message_type::result);
+    EXPECT_EQ(r->view().result(), status::invalid_value);
+    EXPECT_EQ(r->view().user_data(), user_data);
+  }
+  // A flush goes to all three targets; ours answer it as a reference target does (INVALID_VALUE:
+  // "flush not supported"), and that reaches the host.
+  auto flush = h.io(static_cast<uint32_t>(storage::io_message_type::flush), 77, 0, 0, 0);
+  ASSERT_TRUE(flush) << p.all_output();
+  EXPECT_EQ(flush->view().result(), status::invalid_value);
+  EXPECT_EQ(flush->view().user_data(), 77u);
+
+  expect_read(3, 4, 4 * b, 60);  // the last four blocks, still served
+
+  auto stop = h.call(storage::message_type::stop_storage_request);
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(stop->type, storage::message_type::stop_storage_response);
+  h.close_data_path();
+  auto down = h.call(storage::message_type::shutdown_request);
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->type, storage::message_type::shutdown_response);
+  // The refusals are data-path errors (the targets count the flush they refused too): the exit
+  // statuses say so.
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
+  for (auto& t : p.targets)
+    EXPECT_EQ(t->wait(start_timeout), std::optional<int>(1)) << p.all_output();
+  // 2 reads, 10 refusals, the flush, 1 read: every IO answered once.
+  EXPECT_NE(p.service->output().find("| Operation count: 14\n"), std::string::npos)
+      << p.all_output();
 }
 
 TEST(gga_pipeline, bad_flags_exit_2_with_one_clear_line) {
