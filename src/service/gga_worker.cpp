@@ -102,6 +102,7 @@ class gga_worker::io_path final : public core::event_source {
     int lost = -1;         // stripe index of the half rebuilt on this block read, -1: none
     uint32_t sending = 0;  // rdma sends not completed yet
     uint8_t awaiting = 0;  // targets whose response is due (bit per target)
+    bool retired = false;  // not used again: a target may still touch its chunk
     bool issuing = false;  // a step's requests are being sent: not settled before all are out
     uint32_t step = 0;     // stamps this step's requests: an older step's answer is not taken
     core::steady_clock::time_point deadline{};  // for this step's responses
@@ -162,6 +163,7 @@ class gga_worker::io_path final : public core::event_source {
   uint64_t operations_ = 0;
   uint64_t recoveries_ = 0;
   uint64_t errors_ = 0;
+  uint64_t retired_ = 0;  // transaction slots given up after a storage timeout
   bool error_logged_ = false;
   std::unique_ptr<core::memory_map> messages_;
   core::buffer_inventory inventory_;
@@ -248,6 +250,8 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
         [this](rdma::send_task& t) { on_storage_sent(txns_[index_of(t) / gga_target_count]); },
         [this](rdma::send_task& t) {
           const uint64_t key = index_of(t);
+          // The target may have taken the request all the same: its chunk is not reused.
+          txns_[key / gga_target_count].retired = true;
           storage_send_failed(static_cast<uint32_t>(key / gga_target_count),
                               static_cast<uint32_t>(key % gga_target_count), t.result());
         });
@@ -542,6 +546,16 @@ void gga_worker::io_path::send_reply(uint32_t i) noexcept {
 void gga_worker::io_path::on_replied(transaction& t, bool delivered) noexcept {
   if (delivered) ++operations_;
   if (in_flight_ > 0) --in_flight_;
+  if (t.retired) {
+    // Its chunk may still be read or written by a target that answers late: the slot is not
+    // used again this session (the host keeps at least T of the 2T slots for a while; a target
+    // that keeps timing out ends in a lost connection or an unusable worker, never in bytes of
+    // one IO written into another).
+    if (retired_++ == 0)
+      ZC_LOG_WARN("worker {}: a transaction slot is retired after a storage timeout", cpu_);
+    t.op = operation::none;
+    return;
+  }
   post_host_receive(t);
 }
 
@@ -794,6 +808,7 @@ size_t gga_worker::io_path::sweep_deadlines() noexcept {
     note_error("storage did not answer in time", status::time_out);
     if (t.result == status::success) t.result = status::time_out;
     t.awaiting = 0;
+    t.retired = true;
     settle(t);
   }
   return expired;
