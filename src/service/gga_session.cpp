@@ -182,13 +182,7 @@ message gga_session::on_start(const message& request) {
 }
 
 message gga_session::on_stop(const message& request) {
-  for (auto& w : workers_) {
-    try {
-      w->drain();
-    } catch (const std::exception& e) {
-      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
-    }
-  }
+  for_each_worker(workers_, [](auto& w) { w.drain(); });
   std::optional<message> error;
   std::exception_ptr failure;
   try {
@@ -198,13 +192,7 @@ message gga_session::on_stop(const message& request) {
     failure = std::current_exception();
   }
   stop_workers();
-  for (auto& w : workers_) {
-    try {
-      w->close_comch();
-    } catch (const std::exception& e) {
-      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
-    }
-  }
+  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
   if (failure) std::rethrow_exception(failure);
   if (error) return *error;
   return storage::make_response(request, message_type::stop_storage_response);
@@ -262,13 +250,7 @@ void gga_session::stop_workers() noexcept {
 void gga_session::teardown() noexcept {
   if (started_) stop_workers();
   started_ = false;
-  for (auto& w : workers_) {
-    try {
-      w->close_comch();
-    } catch (const std::exception& e) {
-      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
-    }
-  }
+  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
   workers_.clear();
   workers_stopped_ = false;
   if (region_) region_->withdraw_rdma_export();

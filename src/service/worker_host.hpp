@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <utility>
 
 #include "core/engine_owned.hpp"
@@ -83,5 +84,19 @@ class worker_host {
   // Declared after thread_: destroyed first, by a job on thread_, which thread_'s join waits for.
   core::engine_owned<IoPath> io_;
 };
+
+// Runs f(*worker) on every worker, in order; one that throws is logged and the others still get
+// their turn (stop and teardown must reach every worker). Workers: unique_ptrs to workers with
+// cpu().
+template <typename Workers, typename F>
+void for_each_worker(Workers& workers, F f) noexcept {
+  for (auto& w : workers) {
+    try {
+      f(*w);
+    } catch (const std::exception& e) {
+      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
+    }
+  }
+}
 
 }  // namespace zc::service

@@ -138,13 +138,7 @@ message zero_copy_session::on_start(const message& request) {
 message zero_copy_session::on_stop(const message& request) {
   // Ours drain first: the IOs in flight still need the target, and once the target stops its
   // connections, their failure is no error of ours.
-  for (auto& w : workers_) {
-    try {
-      w->drain();
-    } catch (const std::exception& e) {
-      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
-    }
-  }
+  for_each_worker(workers_, [](auto& w) { w.drain(); });
   std::optional<message> reply;
   std::exception_ptr failure;
   try {
@@ -155,13 +149,7 @@ message zero_copy_session::on_stop(const message& request) {
   }
   stop_workers();
   // The host sees our consumers expire.
-  for (auto& w : workers_) {
-    try {
-      w->close_comch();
-    } catch (const std::exception& e) {
-      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
-    }
-  }
+  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
   if (failure) std::rethrow_exception(failure);
   return relay(*reply, request);
 }
@@ -223,13 +211,7 @@ void zero_copy_session::stop_workers() noexcept {
 void zero_copy_session::teardown() noexcept {
   if (started_) stop_workers();
   started_ = false;
-  for (auto& w : workers_) {
-    try {
-      w->close_comch();
-    } catch (const std::exception& e) {
-      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
-    }
-  }
+  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
   workers_.clear();
   workers_stopped_ = false;
   if (host_map_) host_map_->withdraw_rdma_export();
