@@ -71,6 +71,29 @@ void client_link::flush(std::chrono::milliseconds timeout) noexcept {
   }
 }
 
+std::vector<uint32_t> await_client_consumers(client_link& client, size_t workers,
+                                             const std::function<bool()>& workers_ready,
+                                             std::chrono::milliseconds timeout) {
+  bool contexts = false;
+  const bool ready = client.pump_until(
+      [&] {
+        if (!client.consumers().ready(workers)) return false;
+        contexts = workers_ready();
+        return contexts;
+      },
+      timeout);
+  if (!ready)
+    throw status_error(status::time_out,
+                       fmt::format("not ready within {} ms: {} of {} client consumers, {}",
+                                   timeout.count(), client.consumers().size(), workers,
+                                   contexts ? "connections running" : "connections not running"));
+  if (client.consumers().size() != workers)
+    throw status_error(status::bad_state,
+                       fmt::format("the client announced {} consumers for {} workers",
+                                   client.consumers().size(), workers));
+  return client.consumers().ids();
+}
+
 namespace {
 
 constexpr message_type stage_request[] = {

@@ -9,9 +9,11 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "service/peer_consumers.hpp"
 #include "storage/comch_control_channel.hpp"
@@ -96,6 +98,15 @@ enum class session_outcome {
   failed,        // client lost, target lost, or Ctrl-C mid-session
   never_started  // Ctrl-C before a client connected
 };
+
+// The start stage of a service (REFERENCE_SPEC §2.7 step 5, bounded where the reference waited
+// forever): pumps the client until it has announced one consumer per worker and
+// workers_ready() holds, then returns the consumer ids in pairing order (ids[i] is worker i's).
+// Throws status_error: time_out (not ready within `timeout`, with what was missing), bad_state
+// (more consumers than workers).
+std::vector<uint32_t> await_client_consumers(client_link& client, size_t workers,
+                                             const std::function<bool()>& workers_ready,
+                                             std::chrono::milliseconds timeout);
 
 // Waits for a client (until Ctrl-C), then serves its requests until shutdown or a failure.
 session_outcome serve_client(client_link& client, request_handler& handler,

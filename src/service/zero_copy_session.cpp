@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "service/worker_connections.hpp"
 
 #include <exception>
 #include <optional>
@@ -81,23 +82,24 @@ message zero_copy_session::on_init(const message& request) {
       workers_.push_back(std::make_unique<zero_copy_worker>(
           options_.cpus[i], options_.poll_mode, device_, *conn, n,
           zero_copy_worker_limits{options_.control_timeout, options_.control_timeout}));
-      for (auto role : {storage::rdma_role::io_data, storage::rdma_role::io_control}) {
-        message answer = forward(
-            request, message_type::create_rdma_connection_request,
-            storage::rdma_connection_payload{i, role, workers_.back()->export_connection(role)},
-            message_type::create_rdma_connection_response);
-        if (answer.type == message_type::error_response) {
-          teardown();
-          return relay(answer, request);
-        }
-        const auto& conn_payload = std::get<storage::rdma_connection_payload>(answer.payload);
-        if (conn_payload.context_idx != i || conn_payload.role != role)
-          throw status_error(
-              status::unexpected,
-              fmt::format("storage answered the connection of worker {} {} for worker {} {}", i,
-                          storage::to_string(role), conn_payload.context_idx,
-                          storage::to_string(conn_payload.role)));
-        workers_.back()->connect(role, conn_payload.connection_details);
+      zero_copy_worker& w = *workers_.back();
+      std::optional<message> refused;
+      try {
+        refused = connect_worker(
+            targets_, request, i,
+            {[&w](uint32_t, storage::rdma_role role) { return w.export_connection(role); },
+             [&w](uint32_t, storage::rdma_role role, std::span<const uint8_t> blob) {
+               w.connect(role, blob);
+             }});
+      } catch (const target_lost& e) {
+        throw session_lost(e.code(), e.what());
+      } catch (const status_error& e) {
+        if (e.code() == status::shutdown) throw session_lost(e.code(), e.what());
+        throw;
+      }
+      if (refused) {
+        teardown();
+        return *refused;
       }
     }
     ZC_LOG_INFO("init: {} workers with {} transactions each, host region of {} bytes",
@@ -119,26 +121,14 @@ message zero_copy_session::on_start(const message& request) {
   // The client announces its consumers before its start request; our contexts must run. Both
   // bounded (the reference waited forever, §8.3).
   const size_t cores = workers_.size();
-  bool contexts = false;
-  const bool ready = client_.pump_until(
+  const std::vector<uint32_t> ids = await_client_consumers(
+      client_, cores,
       [&] {
-        if (!client_.consumers().ready(cores)) return false;
-        contexts = true;
-        for (auto& w : workers_) contexts = contexts && w->ready();
-        return contexts;
+        for (auto& w : workers_)
+          if (!w->ready()) return false;
+        return true;
       },
       options_.control_timeout);
-  if (!ready)
-    throw status_error(
-        status::time_out,
-        fmt::format("not ready within {} ms: {} of {} client consumers, {}",
-                    options_.control_timeout.count(), client_.consumers().size(), cores,
-                    contexts ? "connections running" : "connections not running"));
-  if (client_.consumers().size() != cores)
-    throw status_error(status::bad_state,
-                       fmt::format("the client announced {} consumers for {} workers",
-                                   client_.consumers().size(), cores));
-  const std::vector<uint32_t> ids = client_.consumers().ids();
   for (size_t i = 0; i < cores; ++i) workers_[i]->start_data_path(ids[i]);
   started_ = true;
   ZC_LOG_INFO("data path started on {} workers", cores);
@@ -148,13 +138,7 @@ message zero_copy_session::on_start(const message& request) {
 message zero_copy_session::on_stop(const message& request) {
   // Ours drain first: the IOs in flight still need the target, and once the target stops its
   // connections, their failure is no error of ours.
-  for (auto& w : workers_) {
-    try {
-      w->drain();
-    } catch (const std::exception& e) {
-      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
-    }
-  }
+  for_each_worker(workers_, [](auto& w) { w.drain(); });
   std::optional<message> reply;
   std::exception_ptr failure;
   try {
@@ -165,13 +149,7 @@ message zero_copy_session::on_stop(const message& request) {
   }
   stop_workers();
   // The host sees our consumers expire.
-  for (auto& w : workers_) {
-    try {
-      w->close_comch();
-    } catch (const std::exception& e) {
-      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
-    }
-  }
+  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
   if (failure) std::rethrow_exception(failure);
   return relay(*reply, request);
 }
@@ -233,13 +211,7 @@ void zero_copy_session::stop_workers() noexcept {
 void zero_copy_session::teardown() noexcept {
   if (started_) stop_workers();
   started_ = false;
-  for (auto& w : workers_) {
-    try {
-      w->close_comch();
-    } catch (const std::exception& e) {
-      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
-    }
-  }
+  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
   workers_.clear();
   workers_stopped_ = false;
   if (host_map_) host_map_->withdraw_rdma_export();

@@ -11,6 +11,7 @@
 #include "core/log.hpp"
 #include "core/memory_map.hpp"
 #include "rdma/context.hpp"
+#include "service/retry_queue.hpp"
 #include "storage/io_message.hpp"
 
 namespace zc::service {
@@ -74,8 +75,8 @@ class zero_copy_worker::io_path final : public core::event_source {
   // event_source: retries the answers the host had no buffer for.
   size_t poll() override;
   core::steady_clock::time_point next_deadline() const override {
-    return backlog_count_ == 0 && relay_count_ == 0 ? core::steady_clock::time_point::max()
-                                                    : core::steady_clock::now() + backlog_retry;
+    return backlog_.empty() && relays_.empty() ? core::steady_clock::time_point::max()
+                                               : core::steady_clock::now() + backlog_retry;
   }
 
  private:
@@ -136,14 +137,10 @@ class zero_copy_worker::io_path final : public core::event_source {
   std::vector<response_slot> responses_;
   // Host sends waiting for a posted buffer, oldest first: key j < N is B_j, N + i is A_i. Sized
   // for every slot at once, so a push never allocates and never fails.
-  std::vector<uint32_t> backlog_;
-  size_t backlog_head_ = 0;
-  size_t backlog_count_ = 0;
+  retry_queue backlog_;
   // Requests UCX could not take yet (rdma submit answered `again`: too many unsent messages),
   // oldest first, retried from the engine; sized for every request slot.
-  std::vector<uint32_t> relays_;
-  size_t relay_head_ = 0;
-  size_t relay_count_ = 0;
+  retry_queue relays_;
   // Set on the worker's thread when an rdma connection leaves running while IOs are served;
   // read by the control thread (check_health), so atomic.
   std::atomic<bool> rdma_lost_{false};
@@ -319,11 +316,10 @@ void zero_copy_worker::io_path::on_request(request_slot& s) noexcept {
 // Relayed byte for byte, from the buffer it arrived in: the target judges the type and fields.
 // FIFO: nothing overtakes a request already waiting for UCX.
 void zero_copy_worker::io_path::relay(uint32_t index) noexcept {
-  const status r = relay_count_ == 0 ? control_->submit(*requests_[index].relay) : status::again;
+  status r = relays_.empty() ? control_->submit(*requests_[index].relay) : status::again;
   if (r == status::again) {
-    relays_[(relay_head_ + relay_count_) % relays_.size()] = index;
-    ++relay_count_;
-    return;
+    if (relays_.push(index)) return;
+    r = status::no_memory;
   }
   if (!ok(r)) answer_failure(index, r);
 }
@@ -395,11 +391,10 @@ status zero_copy_worker::io_path::submit_to_host(uint32_t key) noexcept {
 
 void zero_copy_worker::io_path::send_to_host(uint32_t key) noexcept {
   // FIFO: nothing overtakes an answer already waiting for the host.
-  status r = backlog_count_ == 0 ? submit_to_host(key) : status::again;
+  status r = backlog_.empty() ? submit_to_host(key) : status::again;
   if (r == status::again) {
-    backlog_[(backlog_head_ + backlog_count_) % backlog_.size()] = key;
-    ++backlog_count_;
-    return;
+    if (backlog_.push(key)) return;
+    r = status::no_memory;
   }
   if (!ok(r)) host_send_failed(key, r);
 }
@@ -414,21 +409,19 @@ void zero_copy_worker::io_path::host_send_failed(uint32_t key, status why) noexc
 
 size_t zero_copy_worker::io_path::poll() {
   size_t sent = 0;
-  while (relay_count_ != 0) {
-    const uint32_t index = relays_[relay_head_];
+  while (!relays_.empty()) {
+    const uint32_t index = relays_.front();
     const status r = control_->submit(*requests_[index].relay);
     if (r == status::again) break;
-    relay_head_ = (relay_head_ + 1) % relays_.size();
-    --relay_count_;
+    relays_.pop();
     ++sent;
     if (!ok(r)) answer_failure(index, r);
   }
-  while (backlog_count_ != 0) {
-    const uint32_t key = backlog_[backlog_head_];
+  while (!backlog_.empty()) {
+    const uint32_t key = backlog_.front();
     status r = submit_to_host(key);
     if (r == status::again) break;
-    backlog_head_ = (backlog_head_ + 1) % backlog_.size();
-    --backlog_count_;
+    backlog_.pop();
     ++sent;
     if (!ok(r)) host_send_failed(key, r);
   }
@@ -440,77 +433,56 @@ size_t zero_copy_worker::io_path::poll() {
 zero_copy_worker::zero_copy_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
                                    comch::connection& conn, uint32_t transactions,
                                    zero_copy_worker_limits limits)
-    : cpu_(cpu), limits_(limits), thread_(mode, cpu) {
+    : cpu_(cpu), host_(cpu, mode, limits) {
   if (transactions == 0 || transactions > max_worker_transactions)
     throw status_error(status::invalid_value, fmt::format("transaction count {} is outside 1..{}",
                                                           transactions, max_worker_transactions));
   // By value: a build that outlives this wait must not read this constructor's frame.
-  io_ = core::engine_owned<io_path>::build(
-      thread_,
-      [cpu, engine = &thread_.engine(), device = &device, conn = &conn, transactions] {
-        return std::make_unique<io_path>(cpu, *engine, *device, *conn, transactions);
-      },
-      limits.command);
-  consumer_id_ = thread_.call([io = io_.get()] { return io->consumer_id(); }, limits_.command);
+  host_.build([cpu, engine = &host_.engine(), device = &device, conn = &conn, transactions] {
+    return std::make_unique<io_path>(cpu, *engine, *device, *conn, transactions);
+  });
+  consumer_id_ = host_.call([](io_path& io) { return io.consumer_id(); });
 }
 
 zero_copy_worker::~zero_copy_worker() = default;
 
 std::vector<uint8_t> zero_copy_worker::export_connection(storage::rdma_role role) {
-  return thread_.call([io = io_.get(), role] { return io->export_connection(role); },
-                      limits_.command);
+  return host_.call([role](io_path& io) { return io.export_connection(role); });
 }
 
 void zero_copy_worker::connect(storage::rdma_role role, std::span<const uint8_t> peer_blob) {
   // The blob is copied: a connect that outlives this wait must not read the caller's message.
-  thread_.call(
-      [io = io_.get(), role, blob = std::vector<uint8_t>(peer_blob.begin(), peer_blob.end())] {
-        io->connect(role, blob);
-      },
-      limits_.command);
+  host_.call([role, blob = std::vector<uint8_t>(peer_blob.begin(), peer_blob.end())](io_path& io) {
+    io.connect(role, blob);
+  });
 }
 
 bool zero_copy_worker::ready() {
-  return thread_.call([io = io_.get()] { return io->ready(); }, limits_.command);
+  return host_.ready();
 }
 
 void zero_copy_worker::start_data_path(uint32_t host_consumer_id) {
-  thread_.call([io = io_.get(), host_consumer_id] { io->start_serving(host_consumer_id); },
-               limits_.command);
+  host_.start_data_path(host_consumer_id);
 }
 
 void zero_copy_worker::drain() {
-  if (drained_) return;
-  drained_ = true;
-  io_path* io = io_.get();
-  thread_.call([io] { io->stop_serving(); }, limits_.command);
-  if (!thread_.wait_until([io] { return io->in_flight() == 0; }, limits_.drain))
-    ZC_LOG_ERROR("worker {}: IOs still in flight after {} ms", cpu_, limits_.drain.count());
+  host_.drain();
 }
 
 void zero_copy_worker::stop() {
-  drain();
-  io_path* io = io_.get();
-  thread_.call([io] { io->stop_rdma(); }, limits_.command);
-  if (!thread_.wait_until([io] { return io->rdma_stopped(); }, limits_.drain))
-    ZC_LOG_ERROR("worker {}: rdma connections not stopped after {} ms", cpu_,
-                 limits_.drain.count());
+  host_.stop();
 }
 
 void zero_copy_worker::close_comch() {
-  io_path* io = io_.get();
-  thread_.call([io] { io->stop_comch(); }, limits_.command);
-  if (!thread_.wait_until([io] { return io->comch_stopped(); }, limits_.drain))
-    ZC_LOG_ERROR("worker {}: comch producer/consumer not stopped after {} ms", cpu_,
-                 limits_.drain.count());
+  host_.close_comch();
 }
 
 bool zero_copy_worker::rdma_lost() const noexcept {
-  return io_ && io_->rdma_lost();
+  return host_.rdma_lost();
 }
 
 zero_copy_worker_stats zero_copy_worker::stats() {
-  return thread_.call([io = io_.get()] { return io->stats(); }, limits_.command);
+  return host_.call([](io_path& io) { return io.stats(); });
 }
 
 }  // namespace zc::service

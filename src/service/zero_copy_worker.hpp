@@ -16,8 +16,7 @@
 
 #include "comch/connection.hpp"
 #include "core/device.hpp"
-#include "core/engine_owned.hpp"
-#include "core/engine_thread.hpp"
+#include "service/worker_host.hpp"
 #include "storage/control_message.hpp"
 
 namespace zc::service {
@@ -33,11 +32,7 @@ struct zero_copy_worker_stats {
   uint64_t pe_misses = 0;
 };
 
-// How long the control thread waits for a worker.
-struct zero_copy_worker_limits {
-  std::chrono::milliseconds command{10000};  // building, connecting, each command
-  std::chrono::milliseconds drain{5000};     // at stop: IOs in flight, then the contexts
-};
+using zero_copy_worker_limits = worker_limits;
 
 class zero_copy_worker {
  public:
@@ -82,12 +77,8 @@ class zero_copy_worker {
   class io_path;  // the engine-thread half
 
   uint32_t cpu_;
-  zero_copy_worker_limits limits_;
   uint32_t consumer_id_ = 0;
-  bool drained_ = false;
-  core::engine_thread thread_;
-  // Declared after thread_: destroyed first, by a job on thread_, which thread_'s join waits for.
-  core::engine_owned<io_path> io_;
+  worker_host<io_path> host_;
 };
 
 }  // namespace zc::service

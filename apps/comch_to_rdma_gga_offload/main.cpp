@@ -1,0 +1,60 @@
+// zcstore_comch_to_rdma_gga_offload: the GGA offload storage service. Serves one host initiator
+// over comch; spreads every block, LZ4 compressed, over three RDMA storage targets (two data
+// halves and a 2+1 erasure-coding parity half) and decompresses reads straight into the host's
+// pages (REFERENCE_SPEC §2.8, §6).
+// Exit status: 0 after a session ended with shutdown (or Ctrl-C before any client), 1 when the
+// session failed (client or a target lost, Ctrl-C mid-session, data-path errors), 2 for bad flags.
+#include <cstdio>
+
+#include "core/device.hpp"
+#include "core/log.hpp"
+#include "core/thread.hpp"
+#include "gga_config.hpp"
+#include "service/client_session.hpp"
+#include "service/gga_session.hpp"
+#include "service/target_set.hpp"
+#include "storage/comch_control_channel.hpp"
+#include "storage/stats.hpp"
+
+int main(int argc, char** argv) {
+  using namespace zc;
+  std::printf("%s: v%s\n", gga_offload::program_name, ZC_VERSION_STRING);
+  std::printf("\tWrite flow supported: yes\n");
+  std::fflush(stdout);
+  gga_offload::gga_config config;
+  if (auto code = gga_offload::parse_config(argc, argv, config)) return *code;
+  gga_offload::print_config(config);
+  core::install_stop_signal_handlers();
+  try {
+    const auto timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(config.control_timeout);
+    core::device device = core::device::open(config.device);
+    // Connect order data_1, data_2, data_p (§2.8).
+    service::target_set targets(
+        {config.data_1_storage, config.data_2_storage, config.data_p_storage}, timeout);
+    storage::comch_control_server server(config.representor, config.command_channel_name);
+    // A launcher waits for this line before it starts the initiator.
+    ZC_LOG_INFO("listening on channel {}", config.command_channel_name);
+    service::client_link client(server);
+    service::gga_session session({config.cpus, config.poll_mode, timeout, config.matrix,
+                                  config.trigger_recovery_read_every_n},
+                                 device, targets, client);
+    const service::session_outcome outcome = service::serve_client(client, session);
+    const auto blocks = session.stats();
+    std::fputs(storage::format_core_stats(blocks).c_str(), stdout);
+    std::fflush(stdout);
+    if (outcome == service::session_outcome::failed) return 1;
+    if (session.data_path_errors() != 0) {
+      ZC_LOG_ERROR("the data path had {} errors", session.data_path_errors());
+      return 1;
+    }
+    return 0;
+  } catch (const status_error& e) {
+    std::fprintf(stderr, "%s: %s (%s)\n", gga_offload::program_name, e.what(),
+                 status_name(e.code()).data());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", gga_offload::program_name, e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,54 @@
+#include "service/gga_layout.hpp"
+
+#include <fmt/format.h>
+
+namespace zc::service {
+
+gga_geometry double_geometry(uint64_t target_capacity, uint32_t target_block_size) {
+  if (target_block_size == 0 || target_block_size > UINT32_MAX / 2)
+    throw status_error(status::invalid_value,
+                       fmt::format("storage block size {} cannot be doubled", target_block_size));
+  if (target_capacity == 0 || target_capacity > UINT64_MAX / 2 ||
+      target_capacity % target_block_size != 0)
+    throw status_error(status::invalid_value,
+                       fmt::format("storage capacity {} is not whole blocks of {}", target_capacity,
+                                   target_block_size));
+  return {target_capacity * 2, target_block_size * 2};
+}
+
+uint64_t gga_region_size(uint32_t workers, uint32_t transactions, const gga_chunk_layout& chunk,
+                         uint64_t limit) {
+  const uint64_t chunks = uint64_t(workers) * transactions;
+  if (chunk.size() != 0 && chunks > limit / chunk.size())
+    throw status_error(status::no_memory,
+                       fmt::format("{} workers x {} transactions x {} bytes exceed {} bytes",
+                                   workers, transactions, chunk.size(), limit));
+  return chunks * chunk.size();
+}
+
+std::optional<gga_io_plan> plan_host_io(const gga_geometry& g, uint64_t host_region_size,
+                                        uint32_t io_size, uint64_t requester_offset,
+                                        uint64_t storage_offset, std::string* why) {
+  auto refuse = [why](std::string text) -> std::optional<gga_io_plan> {
+    if (why != nullptr) *why = std::move(text);
+    return std::nullopt;
+  };
+  const uint64_t b = g.block_size;
+  if (b == 0) return refuse("no geometry");
+  if (io_size == 0 || io_size % b != 0)
+    return refuse(fmt::format("io_size {} is not a whole number of {}-byte blocks", io_size, b));
+  const uint64_t k = io_size / b;
+  if (k > gga_max_blocks_per_io)
+    return refuse(fmt::format("{} blocks in one IO, at most {}", k, gga_max_blocks_per_io));
+  if (storage_offset % b != 0)
+    return refuse(fmt::format("storage offset {} is not block aligned", storage_offset));
+  if (storage_offset > g.capacity || io_size > g.capacity - storage_offset)
+    return refuse(fmt::format("storage range {}+{} is outside the {} bytes of storage",
+                              storage_offset, io_size, g.capacity));
+  if (requester_offset > host_region_size || io_size > host_region_size - requester_offset)
+    return refuse(fmt::format("host range {}+{} is outside the {}-byte host region",
+                              requester_offset, io_size, host_region_size));
+  return gga_io_plan{static_cast<uint32_t>(k), requester_offset, storage_offset / b * g.half()};
+}
+
+}  // namespace zc::service

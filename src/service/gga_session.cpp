@@ -1,0 +1,270 @@
+#include "service/gga_session.hpp"
+
+#include <fmt/format.h>
+
+#include <exception>
+
+#include "core/log.hpp"
+#include "service/worker_connections.hpp"
+
+namespace zc::service {
+
+using storage::message;
+using storage::message_type;
+
+gga_geometry agree_geometry(const std::vector<message>& answers) {
+  std::optional<storage::query_storage_response_payload> first;
+  for (const message& m : answers) {
+    if (const auto* e = std::get_if<storage::error_response_payload>(&m.payload))
+      throw status_error(e->error_code, e->message);
+    const auto* q = std::get_if<storage::query_storage_response_payload>(&m.payload);
+    if (m.type != message_type::query_storage_response || q == nullptr)
+      throw status_error(
+          status::unexpected,
+          fmt::format("Unexpected {} while expecting a {}", storage::to_string(m.type),
+                      storage::to_string(message_type::query_storage_response)));
+    if (!first) {
+      first = *q;
+      continue;
+    }
+    if (q->total_size != first->total_size)
+      throw status_error(status::bad_state, fmt::format("Mismatch in storage capacity: {} vs {}",
+                                                        first->total_size, q->total_size));
+    if (q->block_size != first->block_size)
+      throw status_error(status::bad_state, fmt::format("Mismatch in block_size: {} vs {}",
+                                                        first->block_size, q->block_size));
+  }
+  if (!first) throw status_error(status::invalid_value, "no storage answered");
+  return double_geometry(first->total_size, first->block_size);
+}
+
+gga_session::gga_session(gga_options options, const core::device& device, target_set& targets,
+                         client_link& client)
+    : options_(std::move(options)), device_(device), targets_(targets), client_(client) {
+  if (targets_.size() != gga_target_count)
+    throw status_error(status::invalid_value, fmt::format("gga needs {} storage targets, not {}",
+                                                          gga_target_count, targets_.size()));
+}
+
+gga_session::~gga_session() {
+  teardown();
+}
+
+std::vector<message> gga_session::fan_out(const message& request, message_type type,
+                                          storage::message_payload payload, message_type expected,
+                                          std::optional<message>& error) {
+  last_correlation_id_ = request.correlation_id;
+  std::vector<message> answers;
+  try {
+    answers = targets_.request_all({type, request.correlation_id, std::move(payload)}, expected);
+  } catch (const target_lost& e) {
+    throw session_lost(e.code(), e.what());
+  } catch (const status_error& e) {
+    if (e.code() == status::shutdown) throw session_lost(e.code(), e.what());
+    throw;
+  }
+  // Any answer that is not the expected one becomes the client's error; the others are dropped.
+  for (const message& m : answers)
+    if (m.type == message_type::error_response && !error) error = relay(m, request);
+  return answers;
+}
+
+message gga_session::on_query(const message& request) {
+  std::optional<message> error;
+  auto answers = fan_out(request, message_type::query_storage_request, storage::empty_payload{},
+                         message_type::query_storage_response, error);
+  if (error) return *error;
+  const gga_geometry g = agree_geometry(answers);
+  ZC_LOG_INFO(
+      "storage: {} bytes in blocks of {} on each target. Doubling this to an effective block "
+      "size of {} and a capacity of {}",
+      g.capacity / 2, g.half(), g.block_size, g.capacity);
+  geometry_ = g;
+  return storage::make_response(request, message_type::query_storage_response,
+                                storage::query_storage_response_payload{g.capacity, g.block_size});
+}
+
+message gga_session::on_init(const message& request) {
+  const auto* init = std::get_if<storage::init_storage_request_payload>(&request.payload);
+  if (init == nullptr) throw status_error(status::invalid_value, "init without its payload");
+  if (!geometry_) throw status_error(status::bad_state, "init before a successful query");
+  if (!workers_.empty() || host_map_)
+    throw status_error(status::bad_state, "the storage is initialised already");
+  if (init->core_count == 0 || init->core_count > options_.cpus.size())
+    throw status_error(status::invalid_value,
+                       fmt::format("Unable to create {} threads as only {} were defined",
+                                   init->core_count, options_.cpus.size()));
+  if (init->transaction_count == 0 || init->transaction_count > max_worker_transactions / 2)
+    throw status_error(status::invalid_value,
+                       fmt::format("transaction count {} is outside 1..{}", init->transaction_count,
+                                   max_worker_transactions / 2));
+  const uint32_t n = init->transaction_count * 2;
+  const gga_chunk_layout layout{geometry_->block_size};
+  const uint64_t region_size = gga_region_size(init->core_count, n, layout, gga_max_region_size);
+
+  try {
+    host_map_ = core::memory_map::import_pci(init->mmap_export);
+    region_ = core::memory_map::allocate(
+        region_size, core::access::local_read_write | core::access::pci_read_write |
+                         core::access::rdma_read | core::access::rdma_write);
+    std::vector<uint8_t> blob = region_->export_rdma();
+    std::optional<message> error;
+    fan_out(request, message_type::init_storage_request,
+            storage::init_storage_request_payload{n, init->core_count, blob},
+            message_type::init_storage_response, error);
+    if (error) {
+      teardown();
+      return *error;
+    }
+    comch::connection* conn = client_.server().connection();
+    if (conn == nullptr) throw session_lost(status::not_connected, "client connection lost");
+    for (uint32_t i = 0; i < init->core_count; ++i) {
+      workers_.push_back(std::make_unique<gga_worker>(
+          options_.cpus[i], options_.poll_mode, device_, *conn, n,
+          gga_worker_config{*geometry_, options_.matrix, options_.recovery_every_n, host_map_.get(),
+                            region_.get(), gga_chunk_offset(i, n, 0, layout),
+                            options_.control_timeout},
+          gga_worker_limits{options_.control_timeout, options_.control_timeout}));
+      gga_worker& w = *workers_.back();
+      last_correlation_id_ = request.correlation_id;
+      std::optional<message> refused;
+      try {
+        refused = connect_worker(
+            targets_, request, i,
+            {[&w](uint32_t k, storage::rdma_role role) { return w.export_connection(k, role); },
+             [&w](uint32_t k, storage::rdma_role role, std::span<const uint8_t> blob) {
+               w.connect(k, role, blob);
+             }});
+      } catch (const target_lost& e) {
+        throw session_lost(e.code(), e.what());
+      } catch (const status_error& e) {
+        if (e.code() == status::shutdown) throw session_lost(e.code(), e.what());
+        throw;
+      }
+      if (refused) {
+        teardown();
+        return *refused;
+      }
+    }
+    ZC_LOG_INFO(
+        "init: {} workers with {} transactions each, {} bytes of chunks, host region of {} "
+        "bytes",
+        init->core_count, n, region_size, host_map_->size());
+    // Empty, whatever the targets said (§2.8).
+    return storage::make_response(request, message_type::init_storage_response);
+  } catch (const session_lost&) {
+    throw;
+  } catch (...) {
+    teardown();
+    throw;
+  }
+}
+
+message gga_session::on_start(const message& request) {
+  if (workers_.empty()) throw status_error(status::bad_state, "start before a successful init");
+  std::optional<message> error;
+  fan_out(request, message_type::start_storage_request, storage::empty_payload{},
+          message_type::start_storage_response, error);
+  if (error) return *error;
+  const size_t cores = workers_.size();
+  const std::vector<uint32_t> ids = await_client_consumers(
+      client_, cores,
+      [&] {
+        for (auto& w : workers_)
+          if (!w->ready()) return false;
+        return true;
+      },
+      options_.control_timeout);
+  for (size_t i = 0; i < cores; ++i) workers_[i]->start_data_path(ids[i]);
+  started_ = true;
+  ZC_LOG_INFO("data path started on {} workers", cores);
+  return storage::make_response(request, message_type::start_storage_response);
+}
+
+message gga_session::on_stop(const message& request) {
+  for_each_worker(workers_, [](auto& w) { w.drain(); });
+  std::optional<message> error;
+  std::exception_ptr failure;
+  try {
+    fan_out(request, message_type::stop_storage_request, storage::empty_payload{},
+            message_type::stop_storage_response, error);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  stop_workers();
+  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
+  if (failure) std::rethrow_exception(failure);
+  if (error) return *error;
+  return storage::make_response(request, message_type::stop_storage_response);
+}
+
+message gga_session::on_shutdown(const message& request) {
+  if (!client_.pump_until([&] { return client_.consumers().empty(); }, options_.control_timeout))
+    ZC_LOG_WARN("{} client consumers still live at shutdown", client_.consumers().size());
+  std::optional<message> error;
+  fan_out(request, message_type::shutdown_request, storage::empty_payload{},
+          message_type::shutdown_response, error);
+  teardown();
+  if (error) return *error;
+  return storage::make_response(request, message_type::shutdown_response);
+}
+
+void gga_session::check_health() {
+  try {
+    targets_.check_connections();
+  } catch (const target_lost& e) {
+    throw session_lost(e.code(), e.what());
+  }
+  for (const auto& w : workers_)
+    if (w->rdma_lost())
+      throw session_lost(
+          status::connection_reset,
+          fmt::format("worker on cpu {} lost an rdma connection to a target", w->cpu()));
+}
+
+void gga_session::abort(const std::string& why) noexcept {
+  ZC_LOG_ERROR("ending the session: {}", why);
+  teardown();
+  targets_.shutdown_all(last_correlation_id_);
+}
+
+void gga_session::stop_workers() noexcept {
+  if (workers_.empty() || workers_stopped_) return;
+  workers_stopped_ = true;
+  stats_.clear();
+  for (auto& w : workers_) {
+    try {
+      w->stop();
+      stats_.push_back(w->stats());
+    } catch (const std::exception& e) {
+      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
+      stats_.push_back({w->cpu(), 0, 0, 1, 0, 0});
+    }
+    errors_ += stats_.back().errors;
+    if (stats_.back().errors != 0)
+      ZC_LOG_ERROR("worker on cpu {}: {} operations, {} errors", w->cpu(), stats_.back().operations,
+                   stats_.back().errors);
+  }
+}
+
+void gga_session::teardown() noexcept {
+  if (started_) stop_workers();
+  started_ = false;
+  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
+  workers_.clear();
+  workers_stopped_ = false;
+  if (region_) region_->withdraw_rdma_export();
+  region_.reset();
+  host_map_.reset();
+}
+
+std::vector<storage::core_stats> gga_session::stats() const {
+  std::vector<storage::core_stats> out;
+  for (const auto& s : stats_)
+    out.push_back({s.cpu, s.operations, s.recoveries, s.pe_hits, s.pe_misses});
+  if (out.empty())
+    for (uint32_t cpu : options_.cpus) out.push_back({cpu, 0, uint64_t(0), 0, 0});
+  return out;
+}
+
+}  // namespace zc::service

@@ -1,0 +1,88 @@
+// The gga offload service's handling of a client session (REFERENCE_SPEC §2.8): every request is
+// fanned out to the three targets (data_1, data_2, data_p) with the client's correlation id; their
+// geometries must agree and are doubled for the host; the service's own chunk region (§6.1) is
+// exported for rdma to all three; each worker connects io_data then io_control to every target.
+// Every wait is bounded by --control-timeout. Thread rules: the control thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "accel/ec_engine.hpp"
+#include "core/device.hpp"
+#include "core/memory_map.hpp"
+#include "core/progress_engine.hpp"
+#include "service/client_session.hpp"
+#include "service/gga_layout.hpp"
+#include "service/gga_worker.hpp"
+#include "service/target_set.hpp"
+#include "storage/stats.hpp"
+
+namespace zc::service {
+
+// The most memory the service's chunk region may take.
+inline constexpr uint64_t gga_max_region_size = uint64_t(16) << 30;
+
+struct gga_options {
+  std::vector<uint32_t> cpus;
+  core::poll_mode poll_mode = core::poll_mode::adaptive;
+  std::chrono::milliseconds control_timeout{5000};
+  accel::ec_matrix matrix = accel::ec_matrix::vandermonde;
+  uint64_t recovery_every_n = 0;
+};
+
+// The geometry the three answers give the host: all must be query_storage_responses with the same
+// capacity and block size (the reference's texts, §2.8), doubled. Throws status_error: the
+// target's own code and text for an error_response, unexpected for another type, bad_state for a
+// mismatch, invalid_value for a geometry that cannot be doubled.
+gga_geometry agree_geometry(const std::vector<storage::message>& answers);
+
+class gga_session final : public request_handler {
+ public:
+  // targets: exactly three, data_1, data_2, data_p; both must outlive the session.
+  gga_session(gga_options options, const core::device& device, target_set& targets,
+              client_link& client);
+  ~gga_session() override;
+
+  storage::message on_query(const storage::message& request) override;
+  storage::message on_init(const storage::message& request) override;
+  storage::message on_start(const storage::message& request) override;
+  storage::message on_stop(const storage::message& request) override;
+  storage::message on_shutdown(const storage::message& request) override;
+  void check_health() override;
+  void abort(const std::string& why) noexcept override;
+
+  // One block per worker, with its recovery count (one empty block per --cpu when none ran).
+  std::vector<storage::core_stats> stats() const;
+  uint64_t data_path_errors() const noexcept { return errors_; }
+
+ private:
+  // Every target's answer to `type` (same request to each), or the first error_response among
+  // them (returned for the caller to relay); throws as target_set does.
+  std::vector<storage::message> fan_out(const storage::message& request, storage::message_type type,
+                                        storage::message_payload payload,
+                                        storage::message_type expected,
+                                        std::optional<storage::message>& error);
+  void stop_workers() noexcept;
+  void teardown() noexcept;
+
+  gga_options options_;
+  const core::device& device_;
+  target_set& targets_;
+  client_link& client_;
+  std::optional<gga_geometry> geometry_;
+  std::unique_ptr<core::memory_map> host_map_;
+  std::unique_ptr<core::memory_map> region_;  // the chunks, exported for rdma
+  std::vector<std::unique_ptr<gga_worker>> workers_;
+  std::vector<gga_worker_stats> stats_;
+  bool started_ = false;
+  bool workers_stopped_ = false;
+  uint64_t errors_ = 0;
+  uint32_t last_correlation_id_ = 0;
+};
+
+}  // namespace zc::service

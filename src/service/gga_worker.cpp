@@ -1,0 +1,903 @@
+#include "service/gga_worker.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
+#include <memory>
+
+#include "accel/dma_engine.hpp"
+#include "accel/lz4_engine.hpp"
+#include "comch/consumer.hpp"
+#include "comch/producer.hpp"
+#include "core/buffer.hpp"
+#include "core/log.hpp"
+#include "rdma/context.hpp"
+#include "service/retry_queue.hpp"
+#include "storage/io_message.hpp"
+
+namespace zc::service {
+
+using storage::io_message_size;
+using storage::io_message_type;
+using storage::io_message_view;
+
+namespace {
+constexpr auto backlog_retry = std::chrono::milliseconds(1);
+constexpr auto teardown_limit = std::chrono::milliseconds(2000);
+// How often transactions waiting for a target are checked against their deadline.
+constexpr auto deadline_sweep = std::chrono::milliseconds(100);
+// Chunk views per transaction: d1, d2, parity, plain block, image, host pages.
+constexpr uint32_t chunk_views = 6;
+// Message buffers per transaction: the host's request, one request per target, one response
+// receive per target.
+constexpr uint32_t messages_per_transaction = 1 + 2 * gga_target_count;
+}  // namespace
+
+class gga_worker::io_path final : public core::event_source {
+ public:
+  io_path(uint32_t cpu, core::progress_engine& engine, const core::device& device,
+          comch::connection& conn, uint32_t transactions, const gga_worker_config& config);
+  ~io_path() override;
+
+  uint32_t consumer_id() const noexcept { return consumer_->id(); }
+  std::vector<uint8_t> export_connection(uint32_t target, storage::rdma_role role) {
+    return context_of(target, role).export_connection();
+  }
+  void connect(uint32_t target, storage::rdma_role role, std::span<const uint8_t> blob);
+  bool ready() const noexcept;
+  void start_serving(uint32_t host_consumer);
+  void stop_serving() noexcept { serving_ = false; }
+  uint32_t in_flight() const noexcept { return in_flight_; }
+  void stop_rdma() noexcept {
+    for (auto& c : control_) (void)c->stop();
+    for (auto& c : data_) (void)c->stop();
+  }
+  bool rdma_stopped() const noexcept {
+    for (auto& c : control_)
+      if (c->state() != core::context_state::idle) return false;
+    for (auto& c : data_)
+      if (c->state() != core::context_state::idle) return false;
+    return true;
+  }
+  void stop_comch() noexcept {
+    (void)consumer_->stop();
+    (void)producer_->stop();
+  }
+  bool comch_stopped() const noexcept {
+    return consumer_->state() == core::context_state::idle &&
+           producer_->state() == core::context_state::idle;
+  }
+  bool rdma_lost() const noexcept { return rdma_lost_.load(std::memory_order_relaxed); }
+  gga_worker_stats stats() const noexcept {
+    return {cpu_, operations_, recoveries_, errors_, engine_.hits(), engine_.misses()};
+  }
+
+  size_t poll() override;
+  core::steady_clock::time_point next_deadline() const override {
+    if (!backlog_.empty() || !resends_.empty()) return core::steady_clock::now() + backlog_retry;
+    return in_flight_ != 0 ? next_sweep_ : core::steady_clock::time_point::max();
+  }
+
+ private:
+  enum class operation : uint8_t { none, read, write, flush };
+  // One host IO in flight: its request buffer (answered in place), its chunk, its progress.
+  struct transaction {
+    core::buffer* host_message = nullptr;
+    comch::consumer_post_recv_task* receive = nullptr;
+    comch::producer_send_task* reply = nullptr;
+    std::array<core::buffer*, gga_target_count> request{};
+    std::array<rdma::send_task*, gga_target_count> send{};
+    uint8_t* chunk = nullptr;
+    uint64_t chunk_offset = 0;  // in the service region, for the targets' requester_offset
+    core::buffer* d1 = nullptr;
+    core::buffer* d2 = nullptr;
+    core::buffer* parity = nullptr;
+    core::buffer* plain = nullptr;  // chunk[0, B) as data: the DMA'd block, compressor input
+    core::buffer* image = nullptr;  // chunk[0, B) as destination: the image
+    core::buffer* host = nullptr;   // the host region; data set per block
+    operation op = operation::none;
+    gga_io_plan plan;
+    uint32_t block = 0;
+    int lost = -1;         // stripe index of the half rebuilt on this block read, -1: none
+    uint32_t sending = 0;  // rdma sends not completed yet
+    uint8_t awaiting = 0;  // targets whose response is due (bit per target)
+    bool retired = false;  // not used again: a target may still touch its chunk
+    bool issuing = false;  // a step's requests are being sent: not settled before all are out
+    uint32_t step = 0;     // stamps this step's requests: an older step's answer is not taken
+    core::steady_clock::time_point deadline{};  // for this step's responses
+    status result = status::success;
+  };
+  struct response_slot {
+    core::buffer* message = nullptr;
+    rdma::receive_task* receive = nullptr;
+  };
+
+  rdma::context& context_of(uint32_t target, storage::rdma_role role) {
+    if (target >= gga_target_count)
+      throw status_error(status::invalid_value, fmt::format("no storage target {}", target));
+    return role == storage::rdma_role::io_control ? *control_[target] : *data_[target];
+  }
+  static uint64_t index_of(const core::task_base& t) noexcept { return t.get_user_data().u64; }
+  void note_error(const char* what, status s) noexcept;
+
+  // Host side.
+  void post_host_receive(transaction& t) noexcept;
+  void on_host_request(transaction& t) noexcept;
+  void finish(transaction& t, status result) noexcept;
+  void send_reply(uint32_t index) noexcept;
+  void on_replied(transaction& t, bool delivered) noexcept;
+  // Steps of a transaction.
+  void next_block(transaction& t) noexcept;
+  void issue(transaction& t, uint32_t target, io_message_type type, uint32_t io_size,
+             uint64_t chunk_part, uint64_t storage_offset) noexcept;
+  void submit_storage(uint32_t index, uint32_t target) noexcept;
+  void storage_send_failed(uint32_t index, uint32_t target, status why) noexcept;
+  void on_storage_sent(transaction& t) noexcept;
+  void on_storage_response(uint32_t target, uint32_t slot) noexcept;
+  void settle(transaction& t) noexcept;
+  void begin_step(transaction& t) noexcept;
+  size_t sweep_deadlines() noexcept;
+  void recover(transaction& t) noexcept;
+  void decompress(transaction& t) noexcept;
+  void dma_from_host(transaction& t) noexcept;
+  void compress(transaction& t) noexcept;
+  void encode(transaction& t) noexcept;
+  void write_halves(transaction& t) noexcept;
+  void fail(transaction& t, const char* what, status why) noexcept;
+  void post_response_receive(uint32_t target, response_slot& s) noexcept;
+  uint32_t index(const transaction& t) const noexcept {
+    return static_cast<uint32_t>(&t - txns_.data());
+  }
+  uint32_t half() const noexcept { return config_.geometry.half(); }
+  uint32_t block_size() const noexcept { return config_.geometry.block_size; }
+
+  const uint32_t cpu_;
+  core::progress_engine& engine_;
+  const uint32_t transactions_;
+  const gga_worker_config config_;
+  gga_recovery_trigger trigger_;
+  bool serving_ = false;
+  bool attached_ = false;
+  uint32_t in_flight_ = 0;
+  uint64_t operations_ = 0;
+  uint64_t recoveries_ = 0;
+  uint64_t errors_ = 0;
+  uint64_t retired_ = 0;  // transaction slots given up after a storage timeout
+  bool error_logged_ = false;
+  std::unique_ptr<core::memory_map> messages_;
+  core::buffer_inventory inventory_;
+  std::vector<transaction> txns_;
+  std::array<std::vector<response_slot>, gga_target_count> responses_;
+  // Replies waiting for a posted host buffer (transaction indices), oldest first.
+  retry_queue backlog_;
+  // Storage requests UCX could not take yet: index * 3 + target, oldest first.
+  retry_queue resends_;
+  std::atomic<bool> rdma_lost_{false};
+  core::steady_clock::time_point next_sweep_{};
+  // Declared last, destroyed first.
+  std::unique_ptr<accel::lz4_engine> lz4_;
+  std::unique_ptr<accel::ec_engine> ec_;
+  std::unique_ptr<accel::dma_engine> dma_;
+  std::unique_ptr<comch::consumer> consumer_;
+  std::unique_ptr<comch::producer> producer_;
+  std::array<std::unique_ptr<rdma::context>, gga_target_count> control_;
+  std::array<std::unique_ptr<rdma::context>, gga_target_count> data_;
+};
+
+gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
+                             const core::device& device, comch::connection& conn,
+                             uint32_t transactions, const gga_worker_config& config)
+    : cpu_(cpu),
+      engine_(engine),
+      transactions_(transactions),
+      config_(config),
+      trigger_(config.recovery_every_n),
+      messages_(core::memory_map::allocate(
+          size_t(transactions) * messages_per_transaction * io_message_size,
+          core::access::local_read_write | core::access::pci_read_write)),
+      inventory_(transactions * (messages_per_transaction + chunk_views)),
+      txns_(transactions),
+      backlog_(transactions),
+      resends_(size_t(transactions) * gga_target_count) {
+  const gga_chunk_layout layout{block_size()};
+  if (config_.host == nullptr || config_.region == nullptr || block_size() == 0)
+    throw status_error(status::invalid_value, "gga worker without its memory or geometry");
+  if (config_.first_chunk > config_.region->size() ||
+      uint64_t(transactions) * layout.size() > config_.region->size() - config_.first_chunk)
+    throw status_error(status::invalid_value, "gga worker chunks outside the service region");
+
+  consumer_ = std::make_unique<comch::consumer>(
+      engine, conn,
+      comch::consumer_config{
+          .buffers = messages_.get(),
+          .post_recv_tasks = transactions,
+          .on_recv =
+              [this](comch::consumer_post_recv_task& t) { on_host_request(txns_[index_of(t)]); },
+          .on_recv_error =
+              [this](comch::consumer_post_recv_task& t) {
+                if (!serving_) return;
+                note_error("comch receive failed", t.result());
+                if (consumer_->state() == core::context_state::running)
+                  post_host_receive(txns_[index_of(t)]);
+              }});
+  producer_ = std::make_unique<comch::producer>(
+      engine, conn,
+      comch::producer_config{
+          .send_tasks = transactions,
+          .on_send_done =
+              [this](comch::producer_send_task& t) { on_replied(txns_[index_of(t)], true); },
+          .on_send_error =
+              [this](comch::producer_send_task& t) {
+                note_error("reply not delivered to the host", t.result());
+                on_replied(txns_[index_of(t)], false);
+              }});
+  for (uint32_t k = 0; k < gga_target_count; ++k) {
+    control_[k] = std::make_unique<rdma::context>(engine, device);
+    data_[k] = std::make_unique<rdma::context>(engine, device);
+    for (rdma::context* ctx : {control_[k].get(), data_[k].get()})
+      ctx->set_state_changed_callback(
+          [this, k](core::context&, core::context_state previous, core::context_state next) {
+            if (serving_ && previous == core::context_state::running &&
+                next != core::context_state::running && !rdma_lost_.exchange(true))
+              ZC_LOG_ERROR("worker {}: rdma connection to storage target {} lost", cpu_, k);
+          });
+    control_[k]->set_permissions(core::access::local_read_only);
+    // The targets write the halves they read into our chunks and read the halves they write.
+    data_[k]->set_permissions(core::access::rdma_read | core::access::rdma_write);
+    control_[k]->configure<rdma::send_task>(
+        transactions,
+        [this](rdma::send_task& t) { on_storage_sent(txns_[index_of(t) / gga_target_count]); },
+        [this](rdma::send_task& t) {
+          const uint64_t key = index_of(t);
+          // The target may have taken the request all the same: its chunk is not reused.
+          txns_[key / gga_target_count].retired = true;
+          storage_send_failed(static_cast<uint32_t>(key / gga_target_count),
+                              static_cast<uint32_t>(key % gga_target_count), t.result());
+        });
+    control_[k]->configure<rdma::receive_task>(
+        transactions,
+        [this, k](rdma::receive_task& t) {
+          on_storage_response(k, static_cast<uint32_t>(index_of(t)));
+        },
+        [this, k](rdma::receive_task& t) {
+          if (!serving_) return;
+          note_error("rdma receive failed", t.result());
+          if (control_[k]->state() == core::context_state::running)
+            post_response_receive(k, responses_[k][index_of(t)]);
+        });
+    responses_[k].resize(transactions);
+  }
+  lz4_ = std::make_unique<accel::lz4_engine>(
+      engine, accel::lz4_engine_config{.compress_tasks = transactions,
+                                       .decompress_tasks = transactions,
+                                       .max_block_size = block_size(),
+                                       .on_compress_done =
+                                           [this](accel::lz4_compress_task& task) {
+                                             transaction& t = txns_[index_of(task)];
+                                             task.free();
+                                             encode(t);
+                                           },
+                                       .on_compress_error =
+                                           [this](accel::lz4_compress_task& task) {
+                                             transaction& t = txns_[index_of(task)];
+                                             const status why = task.result();
+                                             task.free();
+                                             // The reference stopped the whole worker here (§6.4,
+                                             // §8.4).
+                                             fail(t, "block not compressible enough",
+                                                  why == status::too_big ? status::io_failed : why);
+                                           },
+                                       .on_decompress_done =
+                                           [this](accel::lz4_decompress_task& task) {
+                                             transaction& t = txns_[index_of(task)];
+                                             task.free();
+                                             ++t.block;
+                                             next_block(t);
+                                           },
+                                       .on_decompress_error =
+                                           [this](accel::lz4_decompress_task& task) {
+                                             transaction& t = txns_[index_of(task)];
+                                             const status why = task.result();
+                                             task.free();
+                                             fail(t, "bad block image from storage", why);
+                                           }});
+  ec_ = std::make_unique<accel::ec_engine>(
+      engine, accel::ec_engine_config{.create_tasks = transactions,
+                                      .recover_tasks = transactions,
+                                      .on_create_done =
+                                          [this](accel::ec_create_task& task) {
+                                            transaction& t = txns_[index_of(task)];
+                                            task.free();
+                                            write_halves(t);
+                                          },
+                                      .on_create_error =
+                                          [this](accel::ec_create_task& task) {
+                                            transaction& t = txns_[index_of(task)];
+                                            const status why = task.result();
+                                            task.free();
+                                            fail(t, "EC create failed", why);
+                                          },
+                                      .on_recover_done =
+                                          [this](accel::ec_recover_task& task) {
+                                            transaction& t = txns_[index_of(task)];
+                                            task.free();
+                                            decompress(t);
+                                          },
+                                      .on_recover_error =
+                                          [this](accel::ec_recover_task& task) {
+                                            transaction& t = txns_[index_of(task)];
+                                            const status why = task.result();
+                                            task.free();
+                                            fail(t, "EC recovery failed", why);
+                                          }});
+  dma_ = std::make_unique<accel::dma_engine>(
+      engine, accel::dma_engine_config{.memcpy_tasks = transactions,
+                                       .on_memcpy_done =
+                                           [this](accel::dma_memcpy_task& task) {
+                                             transaction& t = txns_[index_of(task)];
+                                             task.free();
+                                             compress(t);
+                                           },
+                                       .on_memcpy_error =
+                                           [this](accel::dma_memcpy_task& task) {
+                                             transaction& t = txns_[index_of(task)];
+                                             const status why = task.result();
+                                             task.free();
+                                             fail(t, "DMA from the host failed", why);
+                                           }});
+
+  uint8_t* base = messages_->data();
+  auto message_at = [&](size_t slot) {
+    core::buffer* b = nullptr;
+    throw_if_failed(
+        inventory_.get_by_addr(*messages_, base + slot * io_message_size, io_message_size, b),
+        "message buffer");
+    return b;
+  };
+  auto view = [&](core::memory_map& map, uint8_t* at, size_t length) {
+    core::buffer* b = nullptr;
+    throw_if_failed(inventory_.get_by_addr(map, at, length, b), "chunk buffer");
+    return b;
+  };
+  for (uint32_t i = 0; i < transactions; ++i) {
+    transaction& t = txns_[i];
+    const size_t first = size_t(i) * messages_per_transaction;
+    t.host_message = message_at(first);
+    t.receive = consumer_->allocate_post_recv(*t.host_message);
+    t.reply = producer_->allocate_send(*t.host_message, 0);
+    if (t.receive == nullptr || t.reply == nullptr)
+      throw status_error(status::no_memory, "comch tasks");
+    t.receive->set_user_data(core::make_user_data(i));
+    t.reply->set_user_data(core::make_user_data(i));
+    for (uint32_t k = 0; k < gga_target_count; ++k) {
+      t.request[k] = message_at(first + 1 + k);
+      throw_if_failed(
+          control_[k]->allocate(core::make_user_data(i * gga_target_count + k), t.send[k]),
+          "rdma send task");
+      t.send[k]->set_src(*t.request[k]);
+      response_slot& r = responses_[k][i];
+      r.message = message_at(first + 1 + gga_target_count + k);
+      throw_if_failed(control_[k]->allocate(core::make_user_data(i), r.receive),
+                      "rdma receive task");
+      r.receive->set_dst(*r.message);
+    }
+    t.chunk_offset = config_.first_chunk + uint64_t(i) * layout.size();
+    t.chunk = config_.region->data() + t.chunk_offset;
+    t.d1 = view(*config_.region, t.chunk + layout.d1(), half());
+    t.d2 = view(*config_.region, t.chunk + layout.d2(), half());
+    t.parity = view(*config_.region, t.chunk + layout.parity(), half());
+    t.plain = view(*config_.region, t.chunk, block_size());
+    t.image = view(*config_.region, t.chunk, block_size());
+    t.host = view(*config_.host, config_.host->data(), config_.host->size());
+  }
+  throw_if_failed(consumer_->start(), "start comch consumer");
+  throw_if_failed(producer_->start(), "start comch producer");
+  for (uint32_t k = 0; k < gga_target_count; ++k) {
+    throw_if_failed(control_[k]->start(), "start io_control context");
+    throw_if_failed(data_[k]->start(), "start io_data context");
+  }
+  throw_if_failed(lz4_->start(), "start lz4 engine");
+  throw_if_failed(ec_->start(), "start ec engine");
+  throw_if_failed(dma_->start(), "start dma engine");
+  engine_.attach(*this);
+  attached_ = true;
+}
+
+gga_worker::io_path::~io_path() {
+  serving_ = false;
+  if (attached_) engine_.detach(*this);
+  (void)lz4_->stop();
+  (void)ec_->stop();
+  (void)dma_->stop();
+  stop_comch();
+  stop_rdma();
+  auto engines_idle = [this] {
+    return lz4_->state() == core::context_state::idle &&
+           ec_->state() == core::context_state::idle && dma_->state() == core::context_state::idle;
+  };
+  engine_.run_until([&] { return comch_stopped() && rdma_stopped() && engines_idle(); },
+                    teardown_limit);
+  if (!comch_stopped() || !rdma_stopped()) {
+    // A transport may still touch the message buffers: they stay mapped rather than be freed.
+    ZC_LOG_ERROR("worker {}: endpoints did not stop in time; their message memory is kept", cpu_);
+    (void)messages_.release();
+  }
+}
+
+void gga_worker::io_path::connect(uint32_t target, storage::rdma_role role,
+                                  std::span<const uint8_t> blob) {
+  rdma::context& ctx = context_of(target, role);
+  if (ctx.state() != core::context_state::starting)
+    throw status_error(status::already_exist,
+                       fmt::format("worker on cpu {} already has its {} connection to target {}",
+                                   cpu_, storage::to_string(role), target));
+  ctx.connect(blob);
+}
+
+bool gga_worker::io_path::ready() const noexcept {
+  if (consumer_->state() != core::context_state::running ||
+      producer_->state() != core::context_state::running)
+    return false;
+  for (uint32_t k = 0; k < gga_target_count; ++k)
+    if (control_[k]->state() != core::context_state::running ||
+        data_[k]->state() != core::context_state::running)
+      return false;
+  return true;
+}
+
+void gga_worker::io_path::start_serving(uint32_t host_consumer) {
+  for (auto& t : txns_) t.reply->set(*t.host_message, host_consumer);
+  serving_ = true;
+  for (uint32_t k = 0; k < gga_target_count; ++k)
+    for (auto& r : responses_[k]) post_response_receive(k, r);
+  for (auto& t : txns_) post_host_receive(t);
+}
+
+void gga_worker::io_path::note_error(const char* what, status s) noexcept {
+  ++errors_;
+  if (!error_logged_) {
+    error_logged_ = true;
+    ZC_LOG_ERROR("worker {}: {}: {} (later errors are only counted)", cpu_, what, status_name(s));
+  } else {
+    ZC_LOG_DEBUG("worker {}: {}: {}", cpu_, what, status_name(s));
+  }
+}
+
+// ---- the host's side: request in, one reply out, the receive posted again
+
+void gga_worker::io_path::post_host_receive(transaction& t) noexcept {
+  t.op = operation::none;
+  (void)t.host_message->set_data(t.host_message->head(), 0);
+  if (!serving_) return;
+  if (status r = consumer_->submit(*t.receive); !ok(r)) note_error("cannot post comch receive", r);
+}
+
+void gga_worker::io_path::on_host_request(transaction& t) noexcept {
+  if (!serving_) return;
+  ++in_flight_;
+  t.result = status::success;
+  t.block = 0;
+  t.sending = 0;
+  t.awaiting = 0;
+  t.lost = -1;
+  if (t.receive->received_length() != io_message_size) {
+    // Too short to answer in place with the host's own user_data: dropped, the buffer reposted.
+    note_error("IO message of the wrong length refused", status::invalid_value);
+    --in_flight_;
+    post_host_receive(t);
+    return;
+  }
+  io_message_view msg(t.host_message->head());
+  switch (msg.type()) {
+    case io_message_type::read:
+    case io_message_type::write: {
+      std::string why;
+      auto plan = plan_host_io(config_.geometry, config_.host->size(), msg.io_size(),
+                               msg.requester_offset(), msg.storage_offset(), &why);
+      if (!plan) {
+        ZC_LOG_DEBUG("worker {}: IO refused: {}", cpu_, why);
+        fail(t, "IO refused", status::invalid_value);
+        return;
+      }
+      t.plan = *plan;
+      t.op = msg.type() == io_message_type::read ? operation::read : operation::write;
+      next_block(t);
+      return;
+    }
+    case io_message_type::flush:
+      // Every completed write of every target made durable (DESIGN §2), io_size 0.
+      t.op = operation::flush;
+      begin_step(t);
+      for (uint32_t k = 0; k < gga_target_count; ++k) issue(t, k, io_message_type::flush, 0, 0, 0);
+      t.issuing = false;
+      settle(t);
+      return;
+    default:
+      fail(t, "IO of an unknown type refused", status::invalid_value);
+      return;
+  }
+}
+
+void gga_worker::io_path::fail(transaction& t, const char* what, status why) noexcept {
+  note_error(what, why);
+  finish(t, why);
+}
+
+void gga_worker::io_path::finish(transaction& t, status result) noexcept {
+  io_message_view msg(t.host_message->head());
+  msg.set_type(io_message_type::result);
+  msg.set_result(result);
+  send_reply(index(t));
+}
+
+void gga_worker::io_path::send_reply(uint32_t i) noexcept {
+  status r = backlog_.empty() ? producer_->submit(*txns_[i].reply) : status::again;
+  if (r == status::again) {
+    if (backlog_.push(i)) return;
+    r = status::no_memory;
+  }
+  if (!ok(r)) {
+    note_error("reply not delivered to the host", r);
+    on_replied(txns_[i], false);
+  }
+}
+
+void gga_worker::io_path::on_replied(transaction& t, bool delivered) noexcept {
+  if (delivered) ++operations_;
+  if (in_flight_ > 0) --in_flight_;
+  if (t.retired) {
+    // Its chunk may still be read or written by a target that answers late: the slot is not
+    // used again this session (the host keeps at least T of the 2T slots for a while; a target
+    // that keeps timing out ends in a lost connection or an unusable worker, never in bytes of
+    // one IO written into another).
+    if (retired_++ == 0)
+      ZC_LOG_WARN("worker {}: a transaction slot is retired after a storage timeout", cpu_);
+    t.op = operation::none;
+    return;
+  }
+  post_host_receive(t);
+}
+
+// ---- one block after the other
+
+void gga_worker::io_path::next_block(transaction& t) noexcept {
+  if (t.block == t.plan.blocks) {
+    finish(t, t.result);
+    return;
+  }
+  const uint64_t storage_offset = t.plan.target_offset + uint64_t(t.block) * half();
+  const gga_chunk_layout layout{block_size()};
+  if (t.op == operation::read) {
+    t.lost = -1;
+    begin_step(t);
+    if (trigger_.tick()) t.lost = static_cast<int>(gga_lost_half(++recoveries_));
+    // The half treated as lost is not asked; its place is taken by the parity (§6.3).
+    if (t.lost != 0)
+      issue(t, gga_data_1, io_message_type::read, half(), layout.d1(), storage_offset);
+    if (t.lost != 1)
+      issue(t, gga_data_2, io_message_type::read, half(), layout.d2(), storage_offset);
+    if (t.lost >= 0)
+      issue(t, gga_data_p, io_message_type::read, half(), layout.parity(), storage_offset);
+    t.issuing = false;
+    settle(t);
+    return;
+  }
+  dma_from_host(t);
+}
+
+void gga_worker::io_path::issue(transaction& t, uint32_t target, io_message_type type,
+                                uint32_t io_size, uint64_t chunk_part,
+                                uint64_t storage_offset) noexcept {
+  io_message_view msg(t.request[target]->head());
+  msg.set_type(type);
+  // Our own transaction index (and step): the host's user_data stays in its buffer for the reply
+  // (§3.2).
+  msg.set_user_data(uint64_t(t.step) << 32 | index(t));
+  msg.set_result(status::success);
+  msg.set_io_size(io_size);
+  msg.set_requester_offset(io_size == 0 ? 0 : t.chunk_offset + chunk_part);
+  msg.set_storage_offset(storage_offset);
+  (void)t.request[target]->set_data(t.request[target]->head(), io_message_size);
+  ++t.sending;
+  t.awaiting = static_cast<uint8_t>(t.awaiting | (1u << target));
+  const uint32_t key = index(t) * gga_target_count + target;
+  if (!resends_.empty()) {
+    if (!resends_.push(key)) storage_send_failed(index(t), target, status::no_memory);
+    return;
+  }
+  submit_storage(index(t), target);
+}
+
+void gga_worker::io_path::submit_storage(uint32_t i, uint32_t target) noexcept {
+  const status r = control_[target]->submit(*txns_[i].send[target]);
+  if (r == status::again) {
+    if (!resends_.push(i * gga_target_count + target))
+      storage_send_failed(i, target, status::no_memory);
+    return;
+  }
+  if (!ok(r)) storage_send_failed(i, target, r);
+}
+
+// A request that never left gets no response either: both are settled now.
+void gga_worker::io_path::storage_send_failed(uint32_t i, uint32_t target, status why) noexcept {
+  transaction& t = txns_[i];
+  note_error("storage request not sent", why);
+  if (t.result == status::success) t.result = why;
+  const uint8_t bit = static_cast<uint8_t>(1u << target);
+  if (t.sending > 0) --t.sending;
+  t.awaiting = static_cast<uint8_t>(t.awaiting & ~bit);
+  settle(t);
+}
+
+void gga_worker::io_path::on_storage_sent(transaction& t) noexcept {
+  if (t.sending > 0) --t.sending;
+  settle(t);
+}
+
+void gga_worker::io_path::on_storage_response(uint32_t target, uint32_t slot) noexcept {
+  response_slot& r = responses_[target][slot];
+  if (r.receive->received_length() != io_message_size) {
+    note_error("storage response of the wrong length refused", status::invalid_value);
+    post_response_receive(target, r);
+    return;
+  }
+  io_message_view msg(r.message->head());
+  const uint64_t i = msg.user_data() & UINT32_MAX;
+  const uint32_t step = static_cast<uint32_t>(msg.user_data() >> 32);
+  const status result = msg.result();
+  const bool is_result = msg.type() == io_message_type::result;
+  post_response_receive(target, r);
+  // The index comes from a peer: checked before it is used (§8.4), and only a transaction that
+  // waits for this target's answer takes it.
+  const uint8_t bit = static_cast<uint8_t>(1u << target);
+  if (i >= transactions_ || (txns_[i].awaiting & bit) == 0 || txns_[i].step != step || !is_result) {
+    note_error("storage response for no waiting transaction dropped", status::invalid_value);
+    return;
+  }
+  transaction& t = txns_[i];
+  t.awaiting = static_cast<uint8_t>(t.awaiting & ~bit);
+  // A target's failure becomes the host's result (the reference forced success, §8.3).
+  if (!ok(result) && t.result == status::success) t.result = result;
+  settle(t);
+}
+
+void gga_worker::io_path::post_response_receive(uint32_t target, response_slot& s) noexcept {
+  (void)s.message->set_data(s.message->head(), 0);
+  if (!serving_) return;
+  if (status r = control_[target]->submit(*s.receive); !ok(r))
+    note_error("cannot post rdma receive", r);
+}
+
+// Every send and response of this step is in: on to the codec, or the next block.
+void gga_worker::io_path::settle(transaction& t) noexcept {
+  if (t.issuing || t.sending != 0 || t.awaiting != 0) return;
+  if (!ok(t.result)) {
+    note_error("storage request failed", t.result);
+    finish(t, t.result);
+    return;
+  }
+  switch (t.op) {
+    case operation::read:
+      if (t.lost >= 0)
+        recover(t);
+      else
+        decompress(t);
+      return;
+    case operation::write:
+      ++t.block;
+      next_block(t);
+      return;
+    default:
+      finish(t, t.result);
+      return;
+  }
+}
+
+void gga_worker::io_path::recover(transaction& t) noexcept {
+  const uint32_t h = half();
+  (void)t.d1->set_data(t.d1->head(), t.lost == 0 ? 0 : h);
+  (void)t.d2->set_data(t.d2->head(), t.lost == 1 ? 0 : h);
+  (void)t.parity->set_data(t.parity->head(), h);
+  // Survivors in stripe order; the rebuilt half lands in its own place in the chunk.
+  accel::ec_recover_task* task =
+      t.lost == 0 ? ec_->allocate_recover(config_.matrix, 0, *t.d2, *t.parity, *t.d1)
+                  : ec_->allocate_recover(config_.matrix, 1, *t.d1, *t.parity, *t.d2);
+  if (task == nullptr) {
+    fail(t, "no EC recover task", status::no_memory);
+    return;
+  }
+  task->set_user_data(core::make_user_data(index(t)));
+  if (status r = ec_->submit(*task); !ok(r)) {
+    task->free();
+    fail(t, "EC recover not submitted", r);
+  }
+}
+
+// Straight into the host's pages (§6.2): the image is checked by the decompressor, every length
+// read from storage included.
+void gga_worker::io_path::decompress(transaction& t) noexcept {
+  (void)t.image->set_data(t.image->head(), block_size());
+  const uint64_t at = t.plan.host_offset + uint64_t(t.block) * block_size();
+  (void)t.host->set_data(t.host->head() + at, 0);
+  accel::lz4_decompress_task* task = lz4_->allocate_decompress(*t.image, *t.host);
+  if (task == nullptr) {
+    fail(t, "no decompress task", status::no_memory);
+    return;
+  }
+  task->set_user_data(core::make_user_data(index(t)));
+  if (status r = lz4_->submit(*task); !ok(r)) {
+    task->free();
+    fail(t, "decompress not submitted", r);
+  }
+}
+
+void gga_worker::io_path::dma_from_host(transaction& t) noexcept {
+  const uint64_t at = t.plan.host_offset + uint64_t(t.block) * block_size();
+  (void)t.host->set_data(t.host->head() + at, block_size());
+  (void)t.plain->set_data(t.plain->head(), 0);
+  accel::dma_memcpy_task* task = dma_->allocate_memcpy(*t.host, *t.plain);
+  if (task == nullptr) {
+    fail(t, "no DMA task", status::no_memory);
+    return;
+  }
+  task->set_user_data(core::make_user_data(index(t)));
+  if (status r = dma_->submit(*task); !ok(r)) {
+    task->free();
+    fail(t, "DMA not submitted", r);
+  }
+}
+
+// In place: the engine compresses through its own scratch before it writes the image.
+void gga_worker::io_path::compress(transaction& t) noexcept {
+  (void)t.image->set_data(t.image->head(), 0);
+  accel::lz4_compress_task* task = lz4_->allocate_compress(*t.plain, *t.image);
+  if (task == nullptr) {
+    fail(t, "no compress task", status::no_memory);
+    return;
+  }
+  task->set_user_data(core::make_user_data(index(t)));
+  if (status r = lz4_->submit(*task); !ok(r)) {
+    task->free();
+    fail(t, "compress not submitted", r);
+  }
+}
+
+void gga_worker::io_path::encode(transaction& t) noexcept {
+  (void)t.d1->set_data(t.d1->head(), half());
+  (void)t.d2->set_data(t.d2->head(), half());
+  (void)t.parity->set_data(t.parity->head(), 0);
+  accel::ec_create_task* task = ec_->allocate_create(config_.matrix, *t.d1, *t.d2, *t.parity);
+  if (task == nullptr) {
+    fail(t, "no EC create task", status::no_memory);
+    return;
+  }
+  task->set_user_data(core::make_user_data(index(t)));
+  if (status r = ec_->submit(*task); !ok(r)) {
+    task->free();
+    fail(t, "EC create not submitted", r);
+  }
+}
+
+void gga_worker::io_path::write_halves(transaction& t) noexcept {
+  const uint64_t storage_offset = t.plan.target_offset + uint64_t(t.block) * half();
+  const gga_chunk_layout layout{block_size()};
+  begin_step(t);
+  issue(t, gga_data_1, io_message_type::write, half(), layout.d1(), storage_offset);
+  issue(t, gga_data_2, io_message_type::write, half(), layout.d2(), storage_offset);
+  issue(t, gga_data_p, io_message_type::write, half(), layout.parity(), storage_offset);
+  t.issuing = false;
+  settle(t);
+}
+
+void gga_worker::io_path::begin_step(transaction& t) noexcept {
+  ++t.step;
+  t.issuing = true;
+  t.deadline = core::steady_clock::now() + config_.storage_timeout;
+}
+
+// A target that does not answer in time fails the transaction with time_out; its late answer is
+// dropped (the step no longer matches). Sends still in flight are waited for: their tasks have
+// their own deadline, and the buffers are not reused before they complete.
+size_t gga_worker::io_path::sweep_deadlines() noexcept {
+  const auto now = core::steady_clock::now();
+  size_t expired = 0;
+  for (transaction& t : txns_) {
+    if (t.awaiting == 0 || now < t.deadline) continue;
+    ++expired;
+    note_error("storage did not answer in time", status::time_out);
+    if (t.result == status::success) t.result = status::time_out;
+    t.awaiting = 0;
+    t.retired = true;
+    settle(t);
+  }
+  return expired;
+}
+
+size_t gga_worker::io_path::poll() {
+  size_t done = 0;
+  if (in_flight_ != 0 && core::steady_clock::now() >= next_sweep_) {
+    done += sweep_deadlines();
+    next_sweep_ = core::steady_clock::now() + deadline_sweep;
+  }
+  while (!resends_.empty()) {
+    const uint32_t key = resends_.front();
+    const uint32_t i = key / gga_target_count, target = key % gga_target_count;
+    const status r = control_[target]->submit(*txns_[i].send[target]);
+    if (r == status::again) break;
+    resends_.pop();
+    ++done;
+    if (!ok(r)) storage_send_failed(i, target, r);
+  }
+  while (!backlog_.empty()) {
+    const uint32_t i = backlog_.front();
+    const status r = producer_->submit(*txns_[i].reply);
+    if (r == status::again) break;
+    backlog_.pop();
+    ++done;
+    if (!ok(r)) {
+      note_error("reply not delivered to the host", r);
+      on_replied(txns_[i], false);
+    }
+  }
+  return done;
+}
+
+// ---- gga_worker: the control thread's side
+
+gga_worker::gga_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
+                       comch::connection& conn, uint32_t transactions, gga_worker_config config,
+                       gga_worker_limits limits)
+    : cpu_(cpu), host_(cpu, mode, limits) {
+  if (transactions == 0 || transactions > max_worker_transactions)
+    throw status_error(status::invalid_value, fmt::format("transaction count {} is outside 1..{}",
+                                                          transactions, max_worker_transactions));
+  // By value: a build that outlives this wait must not read this constructor's frame.
+  host_.build(
+      [cpu, engine = &host_.engine(), device = &device, conn = &conn, transactions, config] {
+        return std::make_unique<io_path>(cpu, *engine, *device, *conn, transactions, config);
+      });
+}
+
+gga_worker::~gga_worker() = default;
+
+std::vector<uint8_t> gga_worker::export_connection(uint32_t target, storage::rdma_role role) {
+  return host_.call([target, role](io_path& io) { return io.export_connection(target, role); });
+}
+
+void gga_worker::connect(uint32_t target, storage::rdma_role role,
+                         std::span<const uint8_t> peer_blob) {
+  // The blob is copied: a connect that outlives this wait must not read the caller's message.
+  host_.call([target, role, blob = std::vector<uint8_t>(peer_blob.begin(), peer_blob.end())](
+                 io_path& io) { io.connect(target, role, blob); });
+}
+
+bool gga_worker::ready() {
+  return host_.ready();
+}
+
+void gga_worker::start_data_path(uint32_t host_consumer_id) {
+  host_.start_data_path(host_consumer_id);
+}
+
+void gga_worker::drain() {
+  host_.drain();
+}
+
+void gga_worker::stop() {
+  host_.stop();
+}
+
+void gga_worker::close_comch() {
+  host_.close_comch();
+}
+
+bool gga_worker::rdma_lost() const noexcept {
+  return host_.rdma_lost();
+}
+
+gga_worker_stats gga_worker::stats() {
+  return host_.call([](io_path& io) { return io.stats(); });
+}
+
+}  // namespace zc::service

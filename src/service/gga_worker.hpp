@@ -1,0 +1,84 @@
+// One worker of the gga offload service (REFERENCE_SPEC §6): a thread pinned to its core, with its
+// progress engine, a comch consumer and producer on the client's connection, two rdma contexts per
+// target (io_control: IO messages; io_data: the target reads and writes this service's chunks),
+// and the software LZ4, EC and DMA engines. Each host IO is a small state machine per
+// transaction: k blocks, each two half reads (or one half + parity and an EC recovery) then LZ4
+// decompression straight into the host's pages; or DMA from the host, LZ4 compression, EC create
+// and three half writes; or a flush fanned out to the three targets. An error fails that
+// transaction (its reply carries the status), never the worker.
+// Thread rules: as zero_copy_worker: the public methods are for the control thread and run their
+// work on the worker's thread with a bound.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "accel/ec_engine.hpp"
+#include "comch/connection.hpp"
+#include "core/device.hpp"
+#include "core/memory_map.hpp"
+#include "service/gga_layout.hpp"
+#include "service/worker_host.hpp"
+#include "service/zero_copy_worker.hpp"  // max_worker_transactions
+#include "storage/control_message.hpp"
+
+namespace zc::service {
+
+// The three targets, in the reference's connect order.
+inline constexpr uint32_t gga_target_count = 3;
+enum gga_target : uint32_t { gga_data_1 = 0, gga_data_2 = 1, gga_data_p = 2 };
+
+struct gga_worker_stats {
+  uint32_t cpu = 0;
+  uint64_t operations = 0;  // host IOs answered (failed ones included)
+  uint64_t recoveries = 0;  // block reads served through EC recovery
+  uint64_t errors = 0;      // failed transactions, refused messages, failed sends
+  uint64_t pe_hits = 0;
+  uint64_t pe_misses = 0;
+};
+
+struct gga_worker_config {
+  gga_geometry geometry;  // as the host sees it
+  accel::ec_matrix matrix = accel::ec_matrix::vandermonde;
+  uint64_t recovery_every_n = 0;       // 0: off
+  core::memory_map* host = nullptr;    // the host's IO region (PCI import)
+  core::memory_map* region = nullptr;  // the service's chunks, exported for rdma
+  uint64_t first_chunk = 0;            // offset of this worker's first chunk in region
+  // How long a transaction waits for a target's answer before it fails with time_out.
+  std::chrono::milliseconds storage_timeout{5000};
+};
+
+using gga_worker_limits = worker_limits;
+
+class gga_worker {
+ public:
+  // transactions: N (1..max_worker_transactions); the maps in config must outlive the worker.
+  // Builds and starts the comch consumer before returning (the pairing rule). Throws status_error.
+  gga_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
+             comch::connection& conn, uint32_t transactions, gga_worker_config config,
+             gga_worker_limits limits = {});
+  ~gga_worker();
+  gga_worker(const gga_worker&) = delete;
+  gga_worker& operator=(const gga_worker&) = delete;
+
+  uint32_t cpu() const noexcept { return cpu_; }
+  std::vector<uint8_t> export_connection(uint32_t target, storage::rdma_role role);
+  void connect(uint32_t target, storage::rdma_role role, std::span<const uint8_t> peer_blob);
+  bool ready();
+  void start_data_path(uint32_t host_consumer_id);
+  void drain();
+  void stop();
+  void close_comch();
+  gga_worker_stats stats();
+  bool rdma_lost() const noexcept;
+
+ private:
+  class io_path;
+
+  uint32_t cpu_;
+  worker_host<io_path> host_;
+};
+
+}  // namespace zc::service

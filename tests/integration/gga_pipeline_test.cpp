@@ -1,0 +1,530 @@
+// The gga offload pipeline end to end with the real programs on 127.0.0.1: the sbc generator
+// makes the three target images of a plain file, three zcstore_target_rdma load them, the gga
+// service fans the control sequence out to them, and zcstore_initiator_comch validates what it
+// reads against the plain file. Regular reads with both matrix types, recovery reads on every
+// 1st, 2nd and 3rd block read (the recovery count in the service's stats checked exactly),
+// several blocks per IO, the write flow (read_write validity), incompressible writes failing only
+// their own transactions, and bad flags. Every wait is bounded; every process polls in event
+// mode and is SIGKILLed if still running when the test ends.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+
+#include "integration/comch_host.hpp"
+#include "integration/pipeline.hpp"
+#include "service/gga_layout.hpp"
+
+namespace zc::test {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr uint32_t gga_block_size = 8192;  // as the host sees it; each target holds 4096
+constexpr uint32_t gga_block_count = 64;
+constexpr uint64_t gga_run_limit = 240;
+
+// Text that compresses well but not trivially (as the generator's own test uses).
+std::vector<char> compressible_content(size_t size) {
+  std::string text;
+  for (int i = 0; text.size() < size; ++i)
+    text += "block storage line " + std::to_string(i * 7919 % 10007) + " of the gga pipeline\n";
+  text.resize(size);
+  return {text.begin(), text.end()};
+}
+
+struct gga_options {
+  std::string matrix = "vandermonde";
+  uint64_t recovery_every_n = 0;
+  uint32_t workers = 1;
+};
+
+// Generator output, three targets, the service and the initiator.
+class gga_pipeline {
+ public:
+  explicit gga_pipeline(gga_options o) : options_(std::move(o)) {
+    dir_ = fs::temp_directory_path() / unique_name("zc-gga");
+    fs::create_directories(dir_);
+  }
+  ~gga_pipeline() {
+    for (auto* p : {&initiator, &service}) p->reset();
+    for (auto& t : targets) t.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Writes the plain file and runs the generator on it.
+  bool generate(const std::vector<char>& plain) {
+    std::ofstream(path("plain.bin"), std::ios::binary)
+        .write(plain.data(), static_cast<std::streamsize>(plain.size()));
+    subprocess gen({binary("zcstore_gga_offload_sbc_generator"), "--original-input-data",
+                    path("plain.bin"), "--block-size", std::to_string(gga_block_size),
+                    "--matrix-type", options_.matrix, "--data-1", path("d1.sbc"), "--data-2",
+                    path("d2.sbc"), "--data-p", path("dp.sbc")});
+    const auto code = gen.wait(run_timeout);
+    if (code != std::optional<int>(0)) {
+      generator_output_ = gen.output();
+      return false;
+    }
+    return true;
+  }
+
+  // The three targets with the generated images (or blank storage of the same geometry).
+  bool start_targets(bool with_content = true) {
+    const std::array<const char*, 3> names{"d1.sbc", "d2.sbc", "dp.sbc"};
+    for (size_t i = 0; i < 3; ++i) {
+      std::vector<std::string> argv{binary("zcstore_target_rdma"),
+                                    "-d",
+                                    "auto",
+                                    "--poll-mode",
+                                    "event",
+                                    "--listen-port",
+                                    "0"};
+      if (with_content) {
+        argv.push_back("--binary-content");
+        argv.push_back(path(names[i]));
+      } else {
+        for (const std::string& a :
+             {std::string("--block-size"), std::to_string(gga_block_size / 2),
+              std::string("--block-count"), std::to_string(gga_block_count)})
+          argv.push_back(a);
+      }
+      for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
+      targets[i] = std::make_unique<subprocess>(argv);
+      if (!targets[i]->wait_for_output("listening on port", start_timeout)) return false;
+      const std::string out = targets[i]->output();
+      const std::string key = "listening on port ";
+      ports_[i] = static_cast<uint16_t>(
+          std::strtoul(out.c_str() + out.find(key) + key.size(), nullptr, 10));
+      if (ports_[i] == 0) return false;
+    }
+    return true;
+  }
+
+  bool start_service() {
+    std::vector<std::string> argv{binary("zcstore_comch_to_rdma_gga_offload"),
+                                  "-d",
+                                  "auto",
+                                  "-r",
+                                  "auto",
+                                  "--poll-mode",
+                                  "event",
+                                  "--matrix-type",
+                                  service_matrix_.empty() ? options_.matrix : service_matrix_,
+                                  "--trigger-recovery-read-every-n",
+                                  std::to_string(options_.recovery_every_n),
+                                  "--command-channel-name",
+                                  channel_,
+                                  "--control-timeout",
+                                  std::to_string(control_timeout_s)};
+    const std::array<const char*, 3> flags{"--data-1-storage", "--data-2-storage",
+                                           "--data-p-storage"};
+    for (size_t i = 0; i < 3; ++i) {
+      argv.push_back(flags[i]);
+      argv.push_back("127.0.0.1:" + std::to_string(ports_[i]));
+    }
+    for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
+    service = std::make_unique<subprocess>(argv);
+    return service->wait_for_output("listening on channel", start_timeout);
+  }
+
+  void start_initiator(const std::string& strategy, std::vector<std::string> extra,
+                       uint64_t run_limit = gga_run_limit) {
+    std::vector<std::string> argv{binary("zcstore_initiator_comch"),
+                                  "-d",
+                                  "auto",
+                                  "--poll-mode",
+                                  "event",
+                                  "--execution-strategy",
+                                  strategy,
+                                  "--run-limit-operation-count",
+                                  std::to_string(run_limit),
+                                  "--command-channel-name",
+                                  channel_,
+                                  "--control-timeout",
+                                  std::to_string(control_timeout_s)};
+    for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
+    for (auto& f : extra) argv.push_back(f);
+    initiator = std::make_unique<subprocess>(argv);
+  }
+
+  const std::string& channel() const { return channel_; }
+  // The service's --matrix-type when it differs from the generator's.
+  void set_service_matrix(std::string m) { service_matrix_ = std::move(m); }
+
+  std::string all_output() const {
+    std::string out = generator_output_;
+    for (size_t i = 0; i < 3; ++i)
+      if (targets[i]) out += "--- target " + std::to_string(i) + "\n" + targets[i]->output();
+    if (service) out += "--- service\n" + service->output();
+    if (initiator) out += "--- initiator\n" + initiator->output();
+    return out;
+  }
+
+  std::array<std::unique_ptr<subprocess>, 3> targets;
+  std::unique_ptr<subprocess> service, initiator;
+
+ private:
+  gga_options options_;
+  fs::path dir_;
+  std::string channel_ = unique_name("gga");
+  std::array<uint16_t, 3> ports_{};
+  std::string generator_output_;
+  std::string service_matrix_;
+};
+
+// Every process ends its session and exits 0; the initiator counted every IO.
+void expect_clean_run(gga_pipeline& p, uint64_t operations) {
+  ASSERT_EQ(p.initiator->wait(run_timeout), std::optional<int>(0)) << p.all_output();
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  for (auto& t : p.targets)
+    EXPECT_EQ(t->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  const std::string out = p.initiator->output();
+  EXPECT_NE(out.find("| Operation count: " + std::to_string(operations) + "\n"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("Test failed"), std::string::npos) << out;
+}
+
+// A read-only validity run against the generated images; returns the service's output.
+std::string validate_reads(const gga_options& o, uint32_t blocks_per_io = 1) {
+  gga_pipeline p(o);
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  EXPECT_TRUE(p.generate(plain)) << p.all_output();
+  EXPECT_TRUE(p.start_targets()) << p.all_output();
+  EXPECT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_only_data_validity_test",
+                    {"--storage-plain-content", p.path("plain.bin"), "--blocks-per-io",
+                     std::to_string(blocks_per_io), "--transaction-count", "8"});
+  expect_clean_run(p, gga_run_limit * o.workers);
+  const std::string svc = p.service->output();
+  // The host was told twice the targets' geometry.
+  EXPECT_NE(p.initiator->output().find("using a block size of: " + std::to_string(gga_block_size)),
+            std::string::npos)
+      << p.all_output();
+  EXPECT_NE(svc.find("| Operation count: " + std::to_string(gga_run_limit) + "\n"),
+            std::string::npos)
+      << svc;
+  return svc;
+}
+
+TEST(gga_pipeline, reads_validate_against_the_plain_file_vandermonde) {
+  const std::string svc = validate_reads({.matrix = "vandermonde"});
+  EXPECT_NE(svc.find("| Recovery count: 0\n"), std::string::npos) << svc;
+}
+
+TEST(gga_pipeline, reads_validate_against_the_plain_file_cauchy) {
+  const std::string svc = validate_reads({.matrix = "cauchy"});
+  EXPECT_NE(svc.find("| Recovery count: 0\n"), std::string::npos) << svc;
+}
+
+TEST(gga_pipeline, two_workers_share_the_chunk_region) {
+  validate_reads({.matrix = "cauchy", .workers = 2}, 2);
+}
+
+struct recovery_case {
+  const char* matrix;
+  uint64_t every_n;
+};
+
+class recovery_read : public ::testing::TestWithParam<recovery_case> {};
+
+// With recovery on every n-th block read, the lost half alternates (d2, d1, ...) and is rebuilt
+// from the other half and the parity; the host still reads the plain file byte for byte.
+TEST_P(recovery_read, every_nth_block_read_is_rebuilt_and_validates) {
+  const auto c = GetParam();
+  const std::string svc = validate_reads({.matrix = c.matrix, .recovery_every_n = c.every_n});
+  EXPECT_NE(svc.find("| Recovery count: " + std::to_string(gga_run_limit / c.every_n) + "\n"),
+            std::string::npos)
+      << svc;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    gga_pipeline, recovery_read,
+    ::testing::Values(recovery_case{"cauchy", 1}, recovery_case{"vandermonde", 1},
+                      recovery_case{"cauchy", 2}, recovery_case{"vandermonde", 3}),
+    [](const auto& info) {
+      return std::string(info.param.matrix) + "_every_" + std::to_string(info.param.every_n);
+    });
+
+TEST(gga_pipeline, several_blocks_per_io_with_recovery_every_3rd_block) {
+  const std::string svc = validate_reads({.matrix = "cauchy", .recovery_every_n = 3}, 4);
+  // 240 IOs of 4 blocks: 960 block reads, every 3rd one recovered.
+  EXPECT_NE(svc.find("| Recovery count: 320\n"), std::string::npos) << svc;
+}
+
+// The write flow: DMA from the host, LZ4 compress, EC create, three half writes; then the reads
+// (one in three through recovery) give back what was written.
+TEST(gga_pipeline, writes_then_reads_validate_through_the_write_flow) {
+  gga_pipeline p({.matrix = "cauchy", .recovery_every_n = 3});
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_write_data_validity_test", {"--transaction-count", "8"});
+  expect_clean_run(p, gga_run_limit);
+  EXPECT_NE(
+      p.service->output().find("| Recovery count: " + std::to_string(gga_run_limit / 3) + "\n"),
+      std::string::npos)
+      << p.all_output();
+}
+
+// Blocks that do not compress enough cannot be stored (the image format has no raw block): each
+// such write fails on its own with an error the host sees, the worker goes on answering, and every
+// process still ends.
+TEST(gga_pipeline, incompressible_writes_fail_their_transactions_not_the_service) {
+  gga_pipeline p({});
+  std::vector<char> noise = content_bytes(size_t(gga_block_size) * gga_block_count, 11);
+  {
+    std::ofstream(p.path("noise.bin"), std::ios::binary)
+        .write(noise.data(), static_cast<std::streamsize>(noise.size()));
+  }
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_write_data_validity_test",
+                    {"--storage-plain-content", p.path("noise.bin"), "--transaction-count", "8"});
+  const auto code = p.initiator->wait(run_timeout);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_NE(*code, 0) << p.all_output();
+  EXPECT_NE(p.initiator->output().find("DOCA_ERROR_IO_FAILED"), std::string::npos)
+      << p.all_output();
+  // The service answered, counted the failures, ended the session and says so in its exit code.
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
+  EXPECT_NE(p.service->output().find("block not compressible enough"), std::string::npos)
+      << p.all_output();
+  for (auto& t : p.targets)
+    EXPECT_EQ(t->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+}
+
+// A target that stops answering (SIGSTOP: its connections stay up) fails the IOs waiting for it
+// with TIME_OUT within the control timeout: the host hears of every IO and the run ends, bounded;
+// the slots of those IOs are retired.
+TEST(gga_pipeline, a_silent_target_fails_the_ios_waiting_for_it_in_bounded_time) {
+  gga_pipeline p({});
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  ASSERT_TRUE(p.generate(plain)) << p.all_output();
+  ASSERT_TRUE(p.start_targets()) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_only_data_validity_test",
+                    {"--storage-plain-content", p.path("plain.bin"), "--transaction-count", "8"},
+                    100000000);
+  ASSERT_TRUE(p.initiator->wait_for_output("running read_only_data_validity_test", start_timeout))
+      << p.all_output();
+  std::this_thread::sleep_for(200ms);
+  p.targets[1]->signal(SIGSTOP);
+  const auto code = p.initiator->wait(run_timeout);
+  p.targets[1]->signal(SIGCONT);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_NE(*code, 0) << p.all_output();
+  EXPECT_NE(p.service->output().find("storage did not answer in time"), std::string::npos)
+      << p.all_output();
+  // Its chunk may still be written by the target when it wakes: not handed to another IO.
+  EXPECT_NE(p.service->output().find("a transaction slot is retired after a storage timeout"),
+            std::string::npos)
+      << p.all_output();
+  EXPECT_TRUE(p.service->wait(run_timeout).has_value()) << p.all_output();
+}
+
+// Images that do not rebuild (parity made with vandermonde, recovered with cauchy): each such
+// read fails on its own (the decompressor refuses the image, or the validator sees wrong bytes),
+// the service answers every IO and goes on, and every process ends.
+TEST(gga_pipeline, a_bad_image_fails_its_read_not_the_worker) {
+  gga_pipeline p({.matrix = "vandermonde", .recovery_every_n = 1});
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  ASSERT_TRUE(p.generate(plain)) << p.all_output();
+  ASSERT_TRUE(p.start_targets()) << p.all_output();
+  p.set_service_matrix("cauchy");
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_only_data_validity_test",
+                    {"--storage-plain-content", p.path("plain.bin"), "--transaction-count", "8"});
+  const auto code = p.initiator->wait(run_timeout);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_NE(*code, 0) << p.all_output();
+  EXPECT_NE(p.initiator->output().find("Test failed"), std::string::npos) << p.all_output();
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
+  EXPECT_NE(p.service->output().find("bad block image from storage"), std::string::npos)
+      << p.all_output();
+  for (auto& t : p.targets)
+    EXPECT_EQ(t->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+}
+
+// --json gives the same flags; the configuration printed says what was read.
+TEST(gga_pipeline, flags_can_come_from_a_json_file) {
+  gga_pipeline p({});
+  {
+    std::ofstream json(p.path("service.json"));
+    json << "{\"cpu\": [0], \"data-1-storage\": \"127.0.0.1:1\", "
+         << "\"data-2-storage\": \"127.0.0.1:2\", \"data-p-storage\": \"127.0.0.1:3\", "
+         << "\"matrix-type\": \"cauchy\", \"trigger-recovery-read-every-n\": 7, "
+         << "\"control-timeout\": 1}";
+  }
+  subprocess s({binary("zcstore_comch_to_rdma_gga_offload"), "--json", p.path("service.json")});
+  const auto code = s.wait(start_timeout);
+  const std::string out = s.output();
+  EXPECT_NE(out.find("matrix_type: \"cauchy\""), std::string::npos) << out;
+  EXPECT_NE(out.find("trigger_recovery_read_every_n: 7"), std::string::npos) << out;
+  EXPECT_NE(out.find("data_p_storage: \"127.0.0.1:3\""), std::string::npos) << out;
+  // Nothing listens there: a clear failure within the control timeout.
+  EXPECT_EQ(code, std::optional<int>(1)) << out;
+  EXPECT_NE(out.find("cannot connect to storage target 0"), std::string::npos) << out;
+
+  {
+    std::ofstream json(p.path("bad.json"));
+    json << "{\"cpu\": [0], \"data-1-storage\": \"127.0.0.1:1\", "
+         << "\"data-2-storage\": \"127.0.0.1:2\", \"data-p-storage\": \"127.0.0.1:3\", "
+         << "\"matrix-type\": \"rs\"}";
+  }
+  subprocess bad({binary("zcstore_comch_to_rdma_gga_offload"), "--json", p.path("bad.json")});
+  EXPECT_EQ(bad.wait(start_timeout), std::optional<int>(2)) << bad.output();
+}
+
+// The service driven by a minimal host (comch_host.hpp) with IO messages an initiator would not
+// send: each malformed one gets INVALID_VALUE with the host's own user_data (the reference sent no
+// reply, or ran ~256 block operations for an io_size under a block, §8.4), a flush is fanned out
+// to the three targets and their refusal reaches the host, and good reads before and after land
+// straight in the host's region, byte for byte.
+TEST(gga_pipeline, every_host_io_gets_one_answer_and_bad_ones_do_not_stop_the_worker) {
+  gga_pipeline p({.matrix = "cauchy", .recovery_every_n = 2});
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  ASSERT_TRUE(p.generate(plain)) << p.all_output();
+  ASSERT_TRUE(p.start_targets()) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  host h(p.channel(), {gga_block_size, gga_block_count});  // the doubled geometry is checked
+  ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+  const uint32_t b = gga_block_size;
+  constexpr uint32_t read = static_cast<uint32_t>(storage::io_message_type::read);
+  auto expect_read = [&](uint64_t user_data, uint32_t blocks, uint64_t host_offset,
+                         uint64_t first_block) {
+    SCOPED_TRACE("read of block " + std::to_string(first_block));
+    auto r = h.io(read, user_data, blocks * b, host_offset, first_block * b);
+    ASSERT_TRUE(r) << p.all_output();
+    EXPECT_EQ(r->view().type(), storage::io_message_type::result);
+    EXPECT_EQ(r->view().result(), status::success) << p.all_output();
+    EXPECT_EQ(r->view().user_data(), user_data);
+    EXPECT_EQ(r->view().io_size(), blocks * b);
+    EXPECT_EQ(std::memcmp(h.region().data() + host_offset, plain.data() + first_block * b,
+                          size_t(blocks) * b),
+              0);
+  };
+  expect_read(1, 1, 0, 3);
+  expect_read(2, 2, b, 10);
+
+  struct bad_io {
+    const char* what;
+    uint32_t type;
+    uint32_t io_size;
+    uint64_t requester_offset;
+    uint64_t storage_offset;
+  };
+  const uint64_t capacity = uint64_t(b) * gga_block_count;
+  const std::vector<bad_io> bad{
+      {"io_size 0", read, 0, 0, 0},
+      {"half a block", read, b / 2, 0, 0},
+      {"storage offset not block aligned", read, b, 0, 100},
+      {"storage range past the end", read, 2 * b, 0, capacity - b},
+      {"storage offset far past the end", read, b, 0, UINT64_MAX - b + 1},
+      {"host range past the region", read, b, capacity - 100, 0},
+      {"more blocks than one IO may span", read, (service::gga_max_blocks_per_io + 1) * b, 0, 0},
+      {"write past the end", static_cast<uint32_t>(storage::io_message_type::write), b, 0,
+       capacity},
+      {"unknown type", 7, b, 0, 0},
+      {"a result sent as a request", 0, b, 0, 0},
+  };
+  uint64_t user_data = 100;
+  for (const bad_io& io : bad) {
+    SCOPED_TRACE(io.what);
+    auto r = h.io(io.type, ++user_data, io.io_size, io.requester_offset, io.storage_offset);
+    ASSERT_TRUE(r) << p.all_output();
+    EXPECT_EQ(r->view().type(), storage::io_message_type::result);
+    EXPECT_EQ(r->view().result(), status::invalid_value);
+    EXPECT_EQ(r->view().user_data(), user_data);
+  }
+  // A flush goes to all three targets; ours answer it as a reference target does (INVALID_VALUE:
+  // "flush not supported"), and that reaches the host.
+  auto flush = h.io(static_cast<uint32_t>(storage::io_message_type::flush), 77, 0, 0, 0);
+  ASSERT_TRUE(flush) << p.all_output();
+  EXPECT_EQ(flush->view().result(), status::invalid_value);
+  EXPECT_EQ(flush->view().user_data(), 77u);
+
+  expect_read(3, 4, 4 * b, 60);  // the last four blocks, still served
+
+  auto stop = h.call(storage::message_type::stop_storage_request);
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(stop->type, storage::message_type::stop_storage_response);
+  h.close_data_path();
+  auto down = h.call(storage::message_type::shutdown_request);
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->type, storage::message_type::shutdown_response);
+  // The refusals are data-path errors (the targets count the flush they refused too): the exit
+  // statuses say so.
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
+  for (auto& t : p.targets)
+    EXPECT_EQ(t->wait(start_timeout), std::optional<int>(1)) << p.all_output();
+  // 2 reads, 10 refusals, the flush, 1 read: every IO answered once.
+  EXPECT_NE(p.service->output().find("| Operation count: 14\n"), std::string::npos)
+      << p.all_output();
+}
+
+TEST(gga_pipeline, bad_flags_exit_2_with_one_clear_line) {
+  const std::vector<std::string> base{binary("zcstore_comch_to_rdma_gga_offload"),
+                                      "--cpu",
+                                      "0",
+                                      "--data-1-storage",
+                                      "127.0.0.1:1",
+                                      "--data-2-storage",
+                                      "127.0.0.1:2"};
+  auto run = [](std::vector<std::string> argv) {
+    subprocess p(argv);
+    const auto code = p.wait(start_timeout);
+    return std::pair{code.value_or(-1), p.output()};
+  };
+  // No parity target.
+  EXPECT_EQ(run(base).first, 2);
+  auto with = [&](std::vector<std::string> extra) {
+    auto argv = base;
+    argv.insert(argv.end(), {"--data-p-storage", "127.0.0.1:3"});
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run(argv);
+  };
+  // The matrix type is checked at start-up (the reference waited for init).
+  auto [code, out] = with({"--matrix-type", "reed-solomon"});
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("Unknown doca_ec matrix type: reed-solomon"), std::string::npos) << out;
+  std::tie(code, out) = with({"--control-timeout", "0"});
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("control-timeout must not be zero"), std::string::npos) << out;
+  std::tie(code, out) = with({"--trigger-recovery-read-every-n", "-1"});
+  EXPECT_EQ(code, 2) << out;
+  auto argv = base;
+  argv.insert(argv.end(), {"--data-p-storage", "localhost"});
+  std::tie(code, out) = run(argv);
+  EXPECT_EQ(code, 2) << out;
+}
+
+// A service whose targets disagree on their geometry refuses the query with the reference's
+// text, and every process still ends.
+TEST(gga_pipeline, targets_of_different_sizes_are_refused_at_query) {
+  gga_pipeline p({});
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  ASSERT_TRUE(p.generate(plain)) << p.all_output();
+  // data_p from a shorter file.
+  {
+    gga_pipeline shorter({});
+    ASSERT_TRUE(shorter.generate(compressible_content(size_t(gga_block_size) * 4)));
+    fs::copy_file(shorter.path("dp.sbc"), p.path("dp.sbc"), fs::copy_options::overwrite_existing);
+  }
+  ASSERT_TRUE(p.start_targets()) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_only_data_validity_test",
+                    {"--storage-plain-content", p.path("plain.bin")});
+  const auto code = p.initiator->wait(run_timeout);
+  EXPECT_EQ(code, std::optional<int>(1)) << p.all_output();
+  EXPECT_NE(p.initiator->output().find("Mismatch in storage capacity"), std::string::npos)
+      << p.all_output();
+  EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  for (auto& t : p.targets) EXPECT_TRUE(t->wait(start_timeout).has_value()) << p.all_output();
+}
+
+}  // namespace
+}  // namespace zc::test
