@@ -6,6 +6,7 @@
 // session failed (client or a target lost, Ctrl-C mid-session, data-path errors), 2 for bad flags.
 #include <cstdio>
 
+#include "core/cli.hpp"
 #include "core/device.hpp"
 #include "core/log.hpp"
 #include "core/thread.hpp"
@@ -18,14 +19,14 @@
 
 int main(int argc, char** argv) {
   using namespace zc;
-  std::printf("%s: v%s\n", gga_offload::program_name, ZC_VERSION_STRING);
+  core::print_banner(gga_offload::program_name, ZC_VERSION_STRING);
   std::printf("\tWrite flow supported: yes\n");
   std::fflush(stdout);
   gga_offload::gga_config config;
   if (auto code = gga_offload::parse_config(argc, argv, config)) return *code;
   gga_offload::print_config(config);
   core::install_stop_signal_handlers();
-  try {
+  return core::run_guarded(gga_offload::program_name, [&] {
     const auto timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(config.control_timeout);
     core::device device = core::device::open(config.device);
@@ -49,12 +50,5 @@ int main(int argc, char** argv) {
       return 1;
     }
     return 0;
-  } catch (const status_error& e) {
-    std::fprintf(stderr, "%s: %s (%s)\n", gga_offload::program_name, e.what(),
-                 status_name(e.code()).data());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", gga_offload::program_name, e.what());
-    return 1;
-  }
+  });
 }
