@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <exception>
 #include <utility>
+#include <vector>
 
 #include "core/engine_owned.hpp"
 #include "core/engine_thread.hpp"
@@ -97,6 +98,32 @@ void for_each_worker(Workers& workers, F f) noexcept {
       ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
     }
   }
+}
+
+// Stops every worker (each bounded) and collects its stats into `out` (cleared first), in worker
+// order; a worker whose stop or stats throws is logged and counted as one error. Returns the
+// errors of all workers. Stats: a struct with cpu, operations and errors.
+template <typename Workers, typename Stats>
+uint64_t stop_and_collect(Workers& workers, std::vector<Stats>& out) noexcept {
+  uint64_t errors = 0;
+  out.clear();
+  for (auto& w : workers) {
+    Stats s{};
+    try {
+      w->stop();
+      s = w->stats();
+    } catch (const std::exception& e) {
+      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
+      s = Stats{};
+      s.cpu = w->cpu();
+      s.errors = 1;
+    }
+    errors += s.errors;
+    if (s.errors != 0)
+      ZC_LOG_ERROR("worker on cpu {}: {} operations, {} errors", s.cpu, s.operations, s.errors);
+    out.push_back(s);
+  }
+  return errors;
 }
 
 }  // namespace zc::service

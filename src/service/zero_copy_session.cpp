@@ -192,20 +192,7 @@ void zero_copy_session::abort(const std::string& why) noexcept {
 void zero_copy_session::stop_workers() noexcept {
   if (workers_.empty() || workers_stopped_) return;
   workers_stopped_ = true;
-  stats_.clear();
-  for (auto& w : workers_) {
-    try {
-      w->stop();
-      stats_.push_back(w->stats());
-    } catch (const std::exception& e) {
-      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
-      stats_.push_back({w->cpu(), 0, 1, 0, 0});
-    }
-    errors_ += stats_.back().errors;
-    if (stats_.back().errors != 0)
-      ZC_LOG_ERROR("worker on cpu {}: {} operations, {} errors", w->cpu(), stats_.back().operations,
-                   stats_.back().errors);
-  }
+  errors_ += stop_and_collect(workers_, stats_);
 }
 
 void zero_copy_session::teardown() noexcept {
