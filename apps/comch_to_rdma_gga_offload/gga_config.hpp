@@ -11,23 +11,18 @@
 
 #include "accel/ec_engine.hpp"
 #include "core/progress_engine.hpp"
+#include "service/service_config.hpp"
 
 namespace zc::gga_offload {
 
 inline constexpr const char* program_name = "zcstore_comch_to_rdma_gga_offload";
 
-struct gga_config {
-  std::string device = "auto";
-  std::string representor;
-  std::vector<uint32_t> cpus;
+struct gga_config : service::service_config {
   std::string data_1_storage;  // "a.b.c.d:port", checked
   std::string data_2_storage;
   std::string data_p_storage;
   accel::ec_matrix matrix = accel::ec_matrix::vandermonde;
-  std::string command_channel_name = "doca_storage_comch";
-  std::chrono::seconds control_timeout{5};
   uint64_t trigger_recovery_read_every_n = 0;
-  core::poll_mode poll_mode = core::poll_mode::adaptive;
 };
 
 // Parses and checks argv. Returns an exit status when the program must stop now (help, version,

@@ -8,20 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "core/progress_engine.hpp"
+#include "service/service_config.hpp"
 
 namespace zc::zero_copy {
 
 inline constexpr const char* program_name = "zcstore_comch_to_rdma_zero_copy";
 
-struct zero_copy_config {
-  std::string device = "auto";
-  std::string representor;
-  std::vector<uint32_t> cpus;
+struct zero_copy_config : service::service_config {
   std::string storage_server;  // "a.b.c.d:port", checked
-  std::string command_channel_name = "doca_storage_comch";
-  std::chrono::seconds control_timeout{5};
-  core::poll_mode poll_mode = core::poll_mode::adaptive;
 };
 
 // Parses and checks argv. Returns an exit status when the program must stop now (help, version,

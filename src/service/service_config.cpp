@@ -1,0 +1,72 @@
+#include "service/service_config.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+#include <thread>
+
+#include "core/status.hpp"
+#include "storage/ipv4_endpoint.hpp"
+
+namespace zc::service {
+
+common_flags::common_flags(core::cli& cli, service_config& out) : cli_(cli), out_(out) {
+  auto& app = cli.app();
+  app.add_option("-d,--device", out.device, "Network device: auto, tcp, sm, interface, RDMA device")
+      ->capture_default_str();
+  app.add_option("-r,--representor", out.representor,
+                 "Host representor (a label: accepted and printed)");
+  app.add_option("--cpu", out.cpus, "Core for one worker thread (repeat for more workers)")
+      ->required()
+      ->check(
+          CLI::Range(0u, std::max(1u, std::thread::hardware_concurrency()) - 1, "an existing cpu"));
+}
+
+void common_flags::add_channel_options() {
+  auto& app = cli_.app();
+  app.add_option("--command-channel-name", out_.command_channel_name, "Comch server name")
+      ->capture_default_str();
+  app.add_option("--control-timeout", timeout_seconds_,
+                 "Seconds to wait for a peer on the control path (connect, each response)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)));
+}
+
+std::optional<int> common_flags::finish(
+    std::initializer_list<std::pair<const char*, const std::string*>> storage_addresses,
+    std::string_view invalid_line) {
+  const std::string& program = cli_.app().get_name();
+  out_.poll_mode = cli_.polling();
+  if (auto code = cli_.check_device(out_.device)) return code;
+  for (const auto& [flag, value] : storage_addresses) {
+    try {
+      (void)storage::parse_ipv4_endpoint(*value);
+    } catch (const status_error& e) {
+      std::cerr << program << ": " << flag << ": " << e.what() << "\n";
+      return core::exit_bad_usage;
+    }
+  }
+  if (out_.command_channel_name.empty()) {
+    std::cerr << program << ": --command-channel-name must not be empty\n";
+    return core::exit_bad_usage;
+  }
+  if (timeout_seconds_ == 0) {
+    std::cerr << program << ": control-timeout must not be zero\n";
+    std::cerr << program << ": " << invalid_line << "\n";
+    return core::exit_bad_usage;
+  }
+  out_.control_timeout = std::chrono::seconds(timeout_seconds_);
+  return std::nullopt;
+}
+
+void print_config_head(const service_config& config) {
+  std::string cpus;
+  for (auto c : config.cpus) cpus += fmt::format("{}{}", cpus.empty() ? "" : ", ", c);
+  fmt::print("configuration: {{\n");
+  fmt::print("\tcpus: [{}]\n", cpus);
+  fmt::print("\tdevice: \"{}\"\n", config.device);
+  fmt::print("\trepresentor: \"{}\"\n", config.representor);
+}
+
+}  // namespace zc::service
