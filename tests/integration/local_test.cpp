@@ -245,6 +245,25 @@ TEST_F(local_gga_pipeline, validity_run_with_recovery_every_3rd_read_succeeds) {
   EXPECT_FALSE(fs::exists(fs::path(plain).parent_path())) << plain;
 }
 
+TEST_F(local_gga_pipeline, sigterm_mid_run_stops_all_five_in_order) {
+  test::subprocess run(
+      {test::binary("zcstore_local"), "gga", "--recovery-every", "2", "--poll-mode", "event",
+       "--target-size", "1MiB", "--", "--run-limit-operation-count", "1000000000"},
+      ucx_env);
+  ASSERT_TRUE(run.wait_for_output("running read_only_data_validity_test", start_bound))
+      << run.output();
+  auto pids = child_pids(run.output());
+  ASSERT_EQ(pids.size(), 6u) << run.output();
+  run.signal(SIGTERM);
+  ASSERT_EQ(run.wait(stop_bound), 128 + SIGTERM) << run.output();
+  for (const auto& [name, pid] : pids) EXPECT_TRUE(gone_within(pid, gone_bound)) << name;
+  // The initiator alone got the signal and ended the session: everyone printed stats.
+  const std::string out = run.output();
+  EXPECT_TRUE(has_line(out, "initiator | ", "| Operation count:")) << out;
+  EXPECT_TRUE(has_line(out, "service | ", "| Recovery count:")) << out;
+  EXPECT_TRUE(has_line(out, "target3 | ", "| Core: 0")) << out;
+}
+
 TEST_F(local_gga_pipeline, content_of_partial_blocks_is_refused) {
   temp_dir dir;
   write_random_file(dir / "odd.bin", 10000, 3);
