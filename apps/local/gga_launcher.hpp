@@ -8,6 +8,7 @@
 //   return zc::local::run_gga(options, *programs);
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>

@@ -52,7 +52,7 @@ gga_images gga_image_paths(const std::string& dir);
 std::vector<std::string> generator_argv(const gga_options& options, const std::string& program,
                                         const std::string& plain, const gga_images& images);
 
-// Target `index` (0: data 1, 1: data 2, 2: parity) serving its image on a free port.
+// A target serving `image` (data 1, data 2 or parity; it carries its geometry) on a free port.
 std::vector<std::string> gga_target_argv(const gga_options& options, const std::string& program,
                                          const std::string& image,
                                          const std::vector<uint32_t>& cores);
