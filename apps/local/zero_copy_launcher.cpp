@@ -39,8 +39,7 @@ void remember_signal(int signo) {
 }
 
 void note(const std::string& text) {
-  std::string line = fmt::format("{}: {}\n", program_name, text);
-  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+  launcher_note(text);
 }
 
 std::string join(const std::vector<std::string>& words) {
@@ -70,6 +69,15 @@ long seconds(milliseconds d) {
 }
 
 }  // namespace
+
+void launcher_note(const std::string& text) {
+  std::string line = fmt::format("{}: {}\n", program_name, text);
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+}
+
+int launcher_stop_signal() {
+  return stop_signal != 0 ? static_cast<int>(stop_signal) : SIGTERM;
+}
 
 void install_launcher_signal_handlers() {
   core::install_stop_signal_handlers();
@@ -109,11 +117,9 @@ std::optional<std::string> find_program(const std::string& program, const std::s
   return std::nullopt;
 }
 
-std::optional<zero_copy_programs> find_programs(const std::string& bin_dir) {
-  zero_copy_programs programs;
-  for (auto [name, slot] :
-       {std::pair{target_program, &programs.target}, std::pair{service_program, &programs.service},
-        std::pair{initiator_program, &programs.initiator}}) {
+bool find_named_programs(const std::vector<std::pair<const char*, std::string*>>& wanted,
+                         const std::string& bin_dir) {
+  for (auto [name, slot] : wanted) {
     auto found = find_program(name, bin_dir);
     if (!found) {
       note(bin_dir.empty()
@@ -121,10 +127,20 @@ std::optional<zero_copy_programs> find_programs(const std::string& bin_dir) {
                              "--bin-dir names the folder)",
                              name, program_name)
                : fmt::format("cannot find {} in --bin-dir {}", name, bin_dir));
-      return std::nullopt;
+      return false;
     }
     *slot = *found;
   }
+  return true;
+}
+
+std::optional<zero_copy_programs> find_programs(const std::string& bin_dir) {
+  zero_copy_programs programs;
+  if (!find_named_programs({{target_program, &programs.target},
+                            {service_program, &programs.service},
+                            {initiator_program, &programs.initiator}},
+                           bin_dir))
+    return std::nullopt;
   return programs;
 }
 
@@ -157,33 +173,30 @@ output_sink name_bar_writer(int out_fd, int err_fd) {
   };
 }
 
-int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& programs,
-                  const launcher_bounds& bounds, output_sink sink) {
+int run_pipeline(const std::vector<pipeline_stage>& stages, uint32_t control_timeout_seconds,
+                 const launcher_bounds& bounds, output_sink sink) {
   supervisor_options supervision;
   supervision.sink = std::move(sink);
   supervision.destructor_grace = bounds.stop_grace;
   supervisor sup(std::move(supervision));
-  const std::vector<uint32_t> cores = usable_cpus();
-  const std::string channel = unique_channel_name("zcstore_local");
 
   auto fail = [&](const std::string& why) {
     note(why);
     sup.stop_all(bounds.stop_grace);
     return 1;
   };
-  // The service and target end on their own once the initiator has: it may wait this long for
-  // their answers.
-  const milliseconds wind_down =
-      bounds.wind_down + std::chrono::seconds(options.control_timeout_seconds);
-  std::vector<supervisor::child_id> started;  // in start order: target, service, initiator
+  // The servers end on their own once the initiator has: it may wait this long for their
+  // answers.
+  const milliseconds wind_down = bounds.wind_down + std::chrono::seconds(control_timeout_seconds);
+  std::vector<supervisor::child_id> started;  // in start order, the initiator last
   auto interrupted = [&] {
     const int signo = stop_signal != 0 ? static_cast<int>(stop_signal) : SIGTERM;
     note(fmt::format("stopping the pipeline ({})", strsignal(signo)));
     // A running initiator gets the signal alone: it drains its IOs, prints its stats and ends
-    // the session in order, and then the service and target end theirs and print their stats.
-    // What has not ended by then is stopped (a second Ctrl-C ends zcstore_local at once, and
+    // the session in order, and then the servers end theirs and print their stats. What has
+    // not ended by then is stopped (a second Ctrl-C ends zcstore_local at once, and
     // PR_SET_PDEATHSIG its children).
-    if (started.size() == 3 && sup.signal(started.back(), signo)) {
+    if (started.size() == stages.size() && sup.signal(started.back(), signo)) {
       const auto deadline = clock::now() + wind_down;
       for (auto it = started.rbegin(); it != started.rend(); ++it) {
         if (!sup.wait_exit_while_stopping(*it, left_until(deadline))) {
@@ -220,24 +233,28 @@ int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& pr
         fmt::format("{} did not report {} within {} s", sup.name(id), what, seconds(bounds.start)));
   };
 
-  auto target =
-      start("target", target_argv(options, programs.target, file_size(options.content), cores));
-  if (!target) return fail("the target could not be started");
-  auto line = sup.wait_for_line(*target, listening_line_text, bounds.start);
-  if (!line) return not_ready(*target, "its port");
-  auto port = parse_listening_port(*line);
-  if (!port) return fail(fmt::format("target: no port in \"{}\"", *line));
-
-  auto service = start("service", service_argv(options, programs.service, channel, *port, cores));
-  if (!service) return fail("the service could not be started");
-  if (!sup.wait_for_line(*service, channel_listening_text, bounds.start))
-    return not_ready(*service, "its channel");
-
-  auto initiator = start("initiator", initiator_argv(options, programs.initiator, channel, cores));
-  if (!initiator) return fail("the initiator could not be started");
+  std::vector<uint16_t> ports;
+  std::optional<supervisor::child_id> initiator;
+  for (const pipeline_stage& stage : stages) {
+    auto id = start(stage.name, stage.argv(ports));
+    if (!id) return fail(fmt::format("the {} could not be started", stage.name));
+    if (stage.awaited == pipeline_stage::ready::port) {
+      auto line = sup.wait_for_line(*id, listening_line_text, bounds.start);
+      if (!line) return not_ready(*id, "its port");
+      auto port = parse_listening_port(*line);
+      if (!port) return fail(fmt::format("{}: no port in \"{}\"", stage.name, *line));
+      ports.push_back(*port);
+    } else if (stage.awaited == pipeline_stage::ready::channel) {
+      if (!sup.wait_for_line(*id, channel_listening_text, bounds.start))
+        return not_ready(*id, "its channel");
+    } else {
+      initiator = id;
+    }
+  }
+  if (!initiator) return fail("no initiator in the pipeline");
 
   // The initiator decides how long the run takes: wait for it without a bound, but stop at
-  // once when the service or target fails under it.
+  // once when a server fails under it.
   std::optional<exit_status> result;
   while (!result) {
     auto ended = sup.wait_any_exit(main_loop_slice);
@@ -264,21 +281,48 @@ int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& pr
     return result->shell_code();
   }
 
-  // The initiator's stop ends the service's session, and the service's shutdown the target's:
-  // both end on their own within wind_down, and anything else is a failure the user must see.
+  // The initiator's stop ends the service's session, and the service's shutdown the targets':
+  // they end on their own within wind_down, and anything else is a failure the user must see.
   const auto deadline = clock::now() + wind_down;
-  for (auto id : {*service, *target}) {
-    auto status = sup.wait_exit(id, left_until(deadline));
+  for (auto it = started.rbegin() + 1; it != started.rend(); ++it) {
+    auto status = sup.wait_exit(*it, left_until(deadline));
     if (core::stop_requested()) return interrupted();
     if (!status)
       return fail(fmt::format("{} did not exit within {} s after the initiator finished",
-                              sup.name(id), seconds(wind_down)));
+                              sup.name(*it), seconds(wind_down)));
     if (status->shell_code() != 0)
-      return fail(fmt::format("{} failed after the initiator finished ({})", sup.name(id),
+      return fail(fmt::format("{} failed after the initiator finished ({})", sup.name(*it),
                               status->describe()));
   }
   sup.stop_all(bounds.stop_grace);
   return 0;
+}
+
+int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& programs,
+                  const launcher_bounds& bounds, output_sink sink) {
+  const std::vector<uint32_t> cores = usable_cpus();
+  const std::string channel = unique_channel_name("zcstore_local");
+  std::vector<pipeline_stage> stages{
+      {.name = "target",
+       .argv =
+           [&](const std::vector<uint16_t>&) {
+             return target_argv(options, programs.target, file_size(options.content), cores);
+           },
+       .awaited = pipeline_stage::ready::port},
+      {.name = "service",
+       .argv =
+           [&](const std::vector<uint16_t>& ports) {
+             return service_argv(options, programs.service, channel, ports.at(0), cores);
+           },
+       .awaited = pipeline_stage::ready::channel},
+      {.name = "initiator",
+       .argv =
+           [&](const std::vector<uint16_t>&) {
+             return initiator_argv(options, programs.initiator, channel, cores);
+           },
+       .awaited = pipeline_stage::ready::none},
+  };
+  return run_pipeline(stages, options.control_timeout_seconds, bounds, std::move(sink));
 }
 
 }  // namespace zc::local

@@ -11,8 +11,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "supervisor.hpp"
@@ -39,6 +41,11 @@ std::optional<std::string> find_program(const std::string& program, const std::s
 // The three programs, or nullopt after printing which one is missing and where it was looked for.
 std::optional<zero_copy_programs> find_programs(const std::string& bin_dir);
 
+// Finds each named program (find_program) into its slot; false after printing which one is
+// missing and where it was looked for.
+bool find_named_programs(const std::vector<std::pair<const char*, std::string*>>& wanted,
+                         const std::string& bin_dir);
+
 // The cores this process may run on (its affinity mask: taskset, a container's cpuset), in
 // ascending order; 0 .. hardware_concurrency - 1 when the mask cannot be read. The children are
 // pinned to these, since pinning to a core outside the mask fails.
@@ -47,6 +54,9 @@ std::vector<uint32_t> usable_cpus();
 // The sink zcstore_local uses: "<name> | text\n" in one write(2), to out_fd for a child's stdout
 // and err_fd for its stderr, so a line is never mixed with another.
 output_sink name_bar_writer(int out_fd = 1, int err_fd = 2);
+
+// "zcstore_local: text" on stderr in one write(2): the launcher's own lines.
+void launcher_note(const std::string& text);
 
 struct launcher_bounds {
   // For the target's "listening on port" and the service's "listening on channel" lines.
@@ -57,13 +67,33 @@ struct launcher_bounds {
   std::chrono::milliseconds wind_down = std::chrono::seconds(10);
   // SIGTERM to SIGKILL when stopping the children.
   std::chrono::milliseconds stop_grace = std::chrono::seconds(5);
+  // For a step that runs to its end before the pipeline starts (gga's sbc generator).
+  std::chrono::milliseconds prepare = std::chrono::seconds(120);
 };
+
+// One program of a pipeline, in start order. Servers report they are ready with a line; the
+// last stage is the initiator, which decides how long the run takes.
+struct pipeline_stage {
+  enum class ready { port, channel, none };
+  std::string name;  // its output prefix
+  // Its command line, given the ports the servers started before it reported (in start order).
+  std::function<std::vector<std::string>(const std::vector<uint16_t>& ports)> argv;
+  ready awaited = ready::none;  // port: "listening on port N"; channel: channel_listening_text
+};
+
+// Starts `stages` in order, each once the one before is ready, and runs them as run_zero_copy
+// describes (the initiator is the last stage; the others end on their own after it, in reverse
+// start order, within wind_down + control_timeout_seconds). Shared by the pipelines.
+int run_pipeline(const std::vector<pipeline_stage>& stages, uint32_t control_timeout_seconds,
+                 const launcher_bounds& bounds, output_sink sink);
 
 // core::install_stop_signal_handlers(), plus: remembers which signal asked for the stop (the exit
 // status is 128 + signal) and ignores SIGPIPE (a closed terminal must not kill the launcher
 // before it has stopped its children). A second Ctrl-C still kills it; PDEATHSIG then stops
 // the children.
 void install_launcher_signal_handlers();
+// The signal that asked for the stop (SIGTERM when none was remembered).
+int launcher_stop_signal();
 
 // Runs the pipeline and returns zcstore_local's exit status: the initiator's; 1 when another
 // child failed or did not end; 128 + signal after SIGINT/SIGTERM (see

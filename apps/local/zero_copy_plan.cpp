@@ -16,31 +16,7 @@ constexpr uint32_t max_workers = 1024;
 constexpr std::string_view channel_flag = "--command-channel-name";
 
 std::string poll_mode_name(core::poll_mode mode) {
-  switch (mode) {
-    case core::poll_mode::busy:
-      return "busy";
-    case core::poll_mode::event:
-      return "event";
-    case core::poll_mode::adaptive:
-      break;
-  }
-  return "adaptive";
-}
-
-// The log levels zcstore_local was given, for a program that was not given its own.
-void add_log_levels(std::vector<std::string>& argv, const zero_copy_options& options,
-                    const std::vector<std::string>& own_words) {
-  if (options.log_level && !has_flag(own_words, "--log-level", "-l"))
-    argv.insert(argv.end(), {"--log-level", std::to_string(*options.log_level)});
-  if (options.sdk_log_level && !has_flag(own_words, "--sdk-log-level"))
-    argv.insert(argv.end(), {"--sdk-log-level", std::to_string(*options.sdk_log_level)});
-}
-
-void add_cpus(std::vector<std::string>& argv, uint32_t count, const std::vector<uint32_t>& cores) {
-  for (uint32_t cpu : round_robin_cpus(count, cores)) {
-    argv.emplace_back("--cpu");
-    argv.push_back(std::to_string(cpu));
-  }
+  return poll_mode_text(static_cast<int>(mode));
 }
 
 // Adds "flag value" unless the initiator's own words after "--" set it.
@@ -139,6 +115,33 @@ parse_result parse_zero_copy_options(const std::vector<std::string>& words) {
   return result;
 }
 
+std::string poll_mode_text(int mode) {
+  switch (static_cast<core::poll_mode>(mode)) {
+    case core::poll_mode::busy:
+      return "busy";
+    case core::poll_mode::event:
+      return "event";
+    case core::poll_mode::adaptive:
+      break;
+  }
+  return "adaptive";
+}
+
+void add_log_levels(std::vector<std::string>& argv, const zero_copy_options& options,
+                    const std::vector<std::string>& own_words) {
+  if (options.log_level && !has_flag(own_words, "--log-level", "-l"))
+    argv.insert(argv.end(), {"--log-level", std::to_string(*options.log_level)});
+  if (options.sdk_log_level && !has_flag(own_words, "--sdk-log-level"))
+    argv.insert(argv.end(), {"--sdk-log-level", std::to_string(*options.sdk_log_level)});
+}
+
+void add_cpus(std::vector<std::string>& argv, uint32_t count, const std::vector<uint32_t>& cores) {
+  for (uint32_t cpu : round_robin_cpus(count, cores)) {
+    argv.emplace_back("--cpu");
+    argv.push_back(std::to_string(cpu));
+  }
+}
+
 std::vector<uint32_t> round_robin_cpus(uint32_t count, const std::vector<uint32_t>& cores) {
   std::vector<uint32_t> cpus;
   for (uint32_t i = 0; i < count; ++i) cpus.push_back(cores.empty() ? 0 : cores[i % cores.size()]);
@@ -212,9 +215,9 @@ std::vector<std::string> initiator_argv(const zero_copy_options& options,
   std::vector<std::string> argv{program, std::string(channel_flag), channel};
   add_default(argv, options, "--device", options.device, "-d");
   if (!has_flag(options.initiator_words, "--cpu")) add_cpus(argv, options.workers, cores);
-  add_default(argv, options, "--execution-strategy", default_execution_strategy);
+  add_default(argv, options, "--execution-strategy", options.execution_strategy);
   add_default(argv, options, "--run-limit-operation-count",
-              std::to_string(default_run_limit_operation_count));
+              std::to_string(options.run_limit_operation_count));
   if (!options.content.empty())
     add_default(argv, options, "--storage-plain-content", options.content);
   add_default(argv, options, "--control-timeout", std::to_string(options.control_timeout_seconds));

@@ -39,6 +39,9 @@ struct zero_copy_options {
   // -l/--log-level and --sdk-log-level as given to zcstore_local: passed on to all three.
   std::optional<int> log_level, sdk_log_level;
   std::vector<std::string> initiator_words;  // after "--", passed to the initiator last
+  // The initiator's defaults (zcstore_local gga sets its own).
+  std::string execution_strategy = default_execution_strategy;
+  uint64_t run_limit_operation_count = default_run_limit_operation_count;
   // zcstore_local's stderr is a terminal: the initiator, which sees a pipe, is asked for its
   // once-a-second progress lines (unless --progress or --no-progress comes after "--").
   bool terminal = false;
@@ -82,6 +85,14 @@ std::vector<std::string> service_argv(const zero_copy_options& options, const st
 std::vector<std::string> initiator_argv(const zero_copy_options& options,
                                         const std::string& program, const std::string& channel,
                                         const std::vector<uint32_t>& cores);
+
+// Shared by the pipelines' command lines: the log levels zcstore_local was given, for a program
+// not given its own in `own_words`; and "--cpu N" for `count` cores taken round robin.
+void add_log_levels(std::vector<std::string>& argv, const zero_copy_options& options,
+                    const std::vector<std::string>& own_words);
+void add_cpus(std::vector<std::string>& argv, uint32_t count, const std::vector<uint32_t>& cores);
+// core::poll_mode as the programs' --poll-mode spells it.
+std::string poll_mode_text(int mode);
 
 // How many workers the initiator will run: its --cpu count after "--", else --workers.
 uint32_t initiator_worker_count(const zero_copy_options& options);

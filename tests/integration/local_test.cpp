@@ -205,5 +205,75 @@ TEST_F(local_pipeline, target_that_cannot_start_is_named) {
   for (const auto& [name, pid] : pids) EXPECT_FALSE(alive(pid)) << name;
 }
 
+// zcstore_local gga: the generator makes the images of a compressible plain file of its own, three
+// targets serve them, and the gga service rebuilds every 3rd block read from the other half and
+// the parity while the initiator validates every read against the plain file.
+class local_gga_pipeline : public testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* program : {"zcstore_gga_offload_sbc_generator",
+                                "zcstore_comch_to_rdma_gga_offload", "zcstore_initiator_comch"})
+      if (!fs::exists(test::binary(program)))
+        GTEST_SKIP() << program << " is not built yet (" << test::binary(program)
+                     << "): zcstore_local gga has no pipeline to run";
+  }
+};
+
+TEST_F(local_gga_pipeline, validity_run_with_recovery_every_3rd_read_succeeds) {
+  test::subprocess run(
+      {test::binary("zcstore_local"), "gga", "--recovery-every", "3", "--poll-mode", "event",
+       "--target-size", "4MiB", "--", "--run-limit-operation-count", "3000"},
+      ucx_env);
+  ASSERT_EQ(run.wait(run_bound), 0) << run.output();
+  const std::string out = run.output();
+  EXPECT_TRUE(has_line(out, "generator | ", "created successfully")) << out;
+  EXPECT_TRUE(has_line(out, "initiator | ", "| Stats")) << out;
+  EXPECT_TRUE(has_line(out, "initiator | ", "| Operation count: 3000")) << out;
+  EXPECT_TRUE(has_line(out, "initiator | ", "read_only_data_validity_test")) << out;
+  // 3000 single-block reads, every 3rd rebuilt.
+  EXPECT_TRUE(has_line(out, "service | ", "| Recovery count: 1000")) << out;
+  for (const char* target : {"target1 | ", "target2 | ", "target3 | "})
+    EXPECT_TRUE(has_line(out, target, "| Core: 0")) << target << out;
+  auto pids = child_pids(out);
+  ASSERT_EQ(pids.size(), 6u) << out;  // generator, three targets, service, initiator
+  for (const auto& [name, pid] : pids) EXPECT_FALSE(alive(pid)) << name;
+  // The generated plain file's folder (with the images) is gone.
+  const std::string made = "bytes: ";
+  const size_t at = out.find(made);
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string plain = out.substr(at + made.size(), out.find('\n', at) - at - made.size());
+  EXPECT_FALSE(fs::exists(fs::path(plain).parent_path())) << plain;
+}
+
+TEST_F(local_gga_pipeline, sigterm_mid_run_stops_all_five_in_order) {
+  test::subprocess run(
+      {test::binary("zcstore_local"), "gga", "--recovery-every", "2", "--poll-mode", "event",
+       "--target-size", "1MiB", "--", "--run-limit-operation-count", "1000000000"},
+      ucx_env);
+  ASSERT_TRUE(run.wait_for_output("running read_only_data_validity_test", start_bound))
+      << run.output();
+  auto pids = child_pids(run.output());
+  ASSERT_EQ(pids.size(), 6u) << run.output();
+  run.signal(SIGTERM);
+  ASSERT_EQ(run.wait(stop_bound), 128 + SIGTERM) << run.output();
+  for (const auto& [name, pid] : pids) EXPECT_TRUE(gone_within(pid, gone_bound)) << name;
+  // The initiator alone got the signal and ended the session: everyone printed stats.
+  const std::string out = run.output();
+  EXPECT_TRUE(has_line(out, "initiator | ", "| Operation count:")) << out;
+  EXPECT_TRUE(has_line(out, "service | ", "| Recovery count:")) << out;
+  EXPECT_TRUE(has_line(out, "target3 | ", "| Core: 0")) << out;
+}
+
+TEST_F(local_gga_pipeline, content_of_partial_blocks_is_refused) {
+  temp_dir dir;
+  write_random_file(dir / "odd.bin", 10000, 3);
+  test::subprocess run({test::binary("zcstore_local"), "gga", "--content", dir / "odd.bin"},
+                       ucx_env);
+  ASSERT_EQ(run.wait(run_bound), 1) << run.output();
+  EXPECT_NE(run.output().find("not a non-empty file of whole 8192-byte blocks"), std::string::npos)
+      << run.output();
+  EXPECT_TRUE(child_pids(run.output()).empty()) << run.output();
+}
+
 }  // namespace
 }  // namespace zc
