@@ -115,14 +115,12 @@ status io_queue::submit(uint32_t index, const io_request& request) noexcept {
   (void)s.message->set_data(s.message->head(), io_message_size);
   s.request = request;
   s.busy = true;
-  s.sent = s.answered = s.waiting = false;
+  s.sent = s.answered = false;
   s.result = status::success;
   s.deadline = core::steady_clock::now() + options_.io_timeout;
   if (s.deadline < next_check_) next_check_ = s.deadline;
-  s.send->set(*s.message, peer_);
-  const status r = producer_->submit(*s.send);
+  const status r = push(index);
   if (r == status::again) {
-    s.waiting = true;
     backlog_[(backlog_head_ + backlog_count_) % backlog_.size()] = index;
     ++backlog_count_;
   } else if (!ok(r)) {
@@ -148,7 +146,6 @@ size_t io_queue::poll() {
     backlog_head_ = (backlog_head_ + 1) % backlog_.size();
     --backlog_count_;
     slot& s = slots_[index];
-    s.waiting = false;
     ++done;
     if (!ok(r)) {
       s.sent = true;
@@ -271,8 +268,7 @@ void io_queue::fail_all(status why) noexcept {
     slot& s = slots_[backlog_[backlog_head_]];
     backlog_head_ = (backlog_head_ + 1) % backlog_.size();
     --backlog_count_;
-    s.waiting = false;
-    s.sent = true;
+    s.sent = true;  // never went out: nothing references it
   }
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     if (!slots_[i].busy) continue;

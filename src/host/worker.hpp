@@ -99,7 +99,6 @@ class io_queue final : public core::event_source {
     bool busy = false;      // submitted, not yet handed back
     bool sent = false;      // the send completed (or failed)
     bool answered = false;  // a response arrived, or the IO failed
-    bool waiting = false;   // in backlog_: no buffer on the service side yet
     status result = status::success;
     io_request request;
     core::steady_clock::time_point deadline{};
