@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <exception>
 
 #include "core/log.hpp"
@@ -54,6 +55,8 @@ std::vector<message> gga_session::fan_out(const message& request, message_type t
                                           storage::message_payload payload, message_type expected,
                                           std::optional<message>& error) {
   last_correlation_id_ = request.correlation_id;
+  // A target that died during the run is given up before the request, not found by it.
+  if (started_) notice_lost_targets();
   std::vector<message> answers;
   try {
     answers = targets_.request_all({type, request.correlation_id, std::move(payload)}, expected);
@@ -210,16 +213,47 @@ message gga_session::on_shutdown(const message& request) {
 }
 
 void gga_session::check_health() {
-  try {
-    targets_.check_connections();
-  } catch (const target_lost& e) {
-    throw session_lost(e.code(), e.what());
+  notice_lost_targets();
+}
+
+void gga_session::notice_lost_targets() {
+  for (size_t attempt = 0; attempt <= gga_target_count; ++attempt) {
+    try {
+      targets_.check_connections();
+      break;
+    } catch (const target_lost& e) {
+      if (!started_) throw session_lost(e.code(), e.what());
+      degrade(e.target(), e.what());
+    }
   }
-  for (const auto& w : workers_)
+  for (const auto& w : workers_) {
+    const uint8_t fresh = static_cast<uint8_t>(w->lost_targets() & ~lost_);
+    for (uint32_t k = 0; k < gga_target_count; ++k)
+      if ((fresh & (1u << k)) != 0)
+        degrade(k, fmt::format("worker on cpu {} lost its rdma connection to it, or it stopped "
+                               "answering",
+                               w->cpu()));
     if (w->rdma_lost())
       throw session_lost(
           status::connection_reset,
-          fmt::format("worker on cpu {} lost an rdma connection to a target", w->cpu()));
+          fmt::format("worker on cpu {} lost its rdma connections to two targets", w->cpu()));
+  }
+}
+
+void gga_session::degrade(size_t target, const std::string& why) {
+  const uint8_t bit = static_cast<uint8_t>(1u << target);
+  if ((lost_ & bit) != 0) return;
+  lost_ = static_cast<uint8_t>(lost_ | bit);
+  targets_.forget(target);
+  if (std::popcount(lost_) >= 2)
+    throw session_lost(status::not_connected, fmt::format("a second storage target lost ({}): {}",
+                                                          targets_.name(target), why));
+  ZC_LOG_ERROR(
+      "storage {} lost ({}): serving degraded, reads rebuilt through EC recovery, "
+      "writes refused",
+      targets_.name(target), why);
+  for_each_worker(workers_,
+                  [target](gga_worker& w) { w.lose_target(static_cast<uint32_t>(target)); });
 }
 
 void gga_session::abort(const std::string& why) noexcept {

@@ -2,7 +2,9 @@
 // fanned out to the three targets (data_1, data_2, data_p) with the client's correlation id; their
 // geometries must agree and are doubled for the host; the service's own chunk region (§6.1) is
 // exported for rdma to all three; each worker connects io_data then io_control to every target.
-// Every wait is bounded by --control-timeout. Thread rules: the control thread only.
+// Every wait is bounded by --control-timeout. Once the data path runs, one lost target (control
+// connection, rdma connection or a silent one) degrades the session instead of ending it.
+// Thread rules: the control thread only.
 #pragma once
 
 #include <chrono>
@@ -59,6 +61,9 @@ class gga_session final : public request_handler {
   // One block per worker, with its recovery count (one empty block per --cpu when none ran).
   std::vector<storage::core_stats> stats() const;
   uint64_t data_path_errors() const noexcept { return errors_; }
+  // The targets lost while the data path ran (bit per gga_target). With one lost, the session
+  // goes on degraded: reads rebuilt through EC, writes refused; a second ends it.
+  uint8_t lost_targets() const noexcept { return lost_; }
 
  private:
   // Every target's answer to `type` (same request to each), or the first error_response among
@@ -67,6 +72,10 @@ class gga_session final : public request_handler {
                                         storage::message_payload payload,
                                         storage::message_type expected,
                                         std::optional<storage::message>& error);
+  // Finds targets lost since the last look (a control connection failed, or a worker lost one)
+  // and degrades the session for each; throws session_lost when that is not possible.
+  void notice_lost_targets();
+  void degrade(size_t target, const std::string& why);
   void stop_workers() noexcept;
   void teardown() noexcept;
 
@@ -82,6 +91,7 @@ class gga_session final : public request_handler {
   bool started_ = false;
   bool workers_stopped_ = false;
   uint64_t errors_ = 0;
+  uint8_t lost_ = 0;
   uint32_t last_correlation_id_ = 0;
 };
 
