@@ -56,16 +56,10 @@ std::vector<message> gga_session::fan_out(const message& request, message_type t
                                           std::optional<message>& error) {
   last_correlation_id_ = request.correlation_id;
   // A target that died during the run is given up before the request, not found by it.
-  if (started_) notice_lost_targets();
-  std::vector<message> answers;
-  try {
-    answers = targets_.request_all({type, request.correlation_id, std::move(payload)}, expected);
-  } catch (const target_lost& e) {
-    throw session_lost(e.code(), e.what());
-  } catch (const status_error& e) {
-    if (e.code() == status::shutdown) throw session_lost(e.code(), e.what());
-    throw;
-  }
+  if (workers_.started()) notice_lost_targets();
+  std::vector<message> answers = on_targets([&] {
+    return targets_.request_all({type, request.correlation_id, std::move(payload)}, expected);
+  });
   // Any answer that is not the expected one becomes the client's error; the others are dropped.
   for (const message& m : answers)
     if (m.type == message_type::error_response && !error) error = relay(m, request);
@@ -122,28 +116,21 @@ message gga_session::on_init(const message& request) {
     comch::connection* conn = client_.server().connection();
     if (conn == nullptr) throw session_lost(status::not_connected, "client connection lost");
     for (uint32_t i = 0; i < init->core_count; ++i) {
-      workers_.push_back(std::make_unique<gga_worker>(
+      gga_worker& w = workers_.add(std::make_unique<gga_worker>(
           options_.cpus[i], options_.poll_mode, device_, *conn, n,
           gga_worker_config{*geometry_, options_.matrix, options_.recovery_every_n, host_map_.get(),
                             region_.get(), gga_chunk_offset(i, n, 0, layout),
                             options_.control_timeout},
           gga_worker_limits{options_.control_timeout, options_.control_timeout}));
-      gga_worker& w = *workers_.back();
       last_correlation_id_ = request.correlation_id;
-      std::optional<message> refused;
-      try {
-        refused = connect_worker(
+      const std::optional<message> refused = on_targets([&] {
+        return connect_worker(
             targets_, request, i,
             {[&w](uint32_t k, storage::rdma_role role) { return w.export_connection(k, role); },
              [&w](uint32_t k, storage::rdma_role role, std::span<const uint8_t> blob) {
                w.connect(k, role, blob);
              }});
-      } catch (const target_lost& e) {
-        throw session_lost(e.code(), e.what());
-      } catch (const status_error& e) {
-        if (e.code() == status::shutdown) throw session_lost(e.code(), e.what());
-        throw;
-      }
+      });
       if (refused) {
         teardown();
         return *refused;
@@ -169,23 +156,13 @@ message gga_session::on_start(const message& request) {
   fan_out(request, message_type::start_storage_request, storage::empty_payload{},
           message_type::start_storage_response, error);
   if (error) return *error;
-  const size_t cores = workers_.size();
-  const std::vector<uint32_t> ids = await_client_consumers(
-      client_, cores,
-      [&] {
-        for (auto& w : workers_)
-          if (!w->ready()) return false;
-        return true;
-      },
-      options_.control_timeout);
-  for (size_t i = 0; i < cores; ++i) workers_[i]->start_data_path(ids[i]);
-  started_ = true;
-  ZC_LOG_INFO("data path started on {} workers", cores);
+  workers_.start(client_, options_.control_timeout);
+  ZC_LOG_INFO("data path started on {} workers", workers_.size());
   return storage::make_response(request, message_type::start_storage_response);
 }
 
 message gga_session::on_stop(const message& request) {
-  for_each_worker(workers_, [](auto& w) { w.drain(); });
+  workers_.drain();
   std::optional<message> error;
   std::exception_ptr failure;
   try {
@@ -194,8 +171,8 @@ message gga_session::on_stop(const message& request) {
   } catch (...) {
     failure = std::current_exception();
   }
-  stop_workers();
-  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
+  workers_.stop();
+  workers_.close_comch();
   if (failure) std::rethrow_exception(failure);
   if (error) return *error;
   return storage::make_response(request, message_type::stop_storage_response);
@@ -222,7 +199,7 @@ void gga_session::notice_lost_targets() {
       targets_.check_connections();
       break;
     } catch (const target_lost& e) {
-      if (!started_) throw session_lost(e.code(), e.what());
+      if (!workers_.started()) throw session_lost(e.code(), e.what());
       degrade(e.target(), e.what());
     }
   }
@@ -262,18 +239,8 @@ void gga_session::abort(const std::string& why) noexcept {
   targets_.shutdown_all(last_correlation_id_);
 }
 
-void gga_session::stop_workers() noexcept {
-  if (workers_.empty() || workers_stopped_) return;
-  workers_stopped_ = true;
-  errors_ += stop_and_collect(workers_, stats_);
-}
-
 void gga_session::teardown() noexcept {
-  if (started_) stop_workers();
-  started_ = false;
-  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
   workers_.clear();
-  workers_stopped_ = false;
   if (region_) region_->withdraw_rdma_export();
   region_.reset();
   host_map_.reset();
@@ -281,7 +248,7 @@ void gga_session::teardown() noexcept {
 
 std::vector<storage::core_stats> gga_session::stats() const {
   std::vector<storage::core_stats> out;
-  for (const auto& s : stats_)
+  for (const auto& s : workers_.stats())
     out.push_back({s.cpu, s.operations, s.recoveries, s.pe_hits, s.pe_misses});
   if (out.empty())
     for (uint32_t cpu : options_.cpus) out.push_back({cpu, 0, uint64_t(0), 0, 0});
