@@ -120,13 +120,14 @@ size_t progress_engine::run_completions() {
 }
 
 bool progress_engine::progress() {
+  pass_time_valid_ = false;
   size_t done = run_completions();
   // Index loop: a callback may attach or detach sources.
   for (size_t i = 0; i < sources_.size(); ++i) done += sources_[i]->poll();
   done += run_completions();
   if (done != 0) {
     ++hits_;
-    if (mode_ == poll_mode::adaptive) last_hit_ = steady_clock::now();
+    if (mode_ == poll_mode::adaptive) last_hit_ = pass_time();
     return true;
   }
   ++misses_;
@@ -135,7 +136,7 @@ bool progress_engine::progress() {
 
 void progress_engine::wait(std::chrono::microseconds timeout) {
   if (mode_ == poll_mode::busy || completed_head_ != nullptr) return;
-  auto now = steady_clock::now();
+  const auto now = pass_time();
   if (mode_ == poll_mode::adaptive && now - last_hit_ < spin_window_) {
     // Spinning, but not against a peer on this core (a service and its target often share
     // one): it would get the core only when our time slice ends, milliseconds per round trip.
@@ -153,6 +154,7 @@ void progress_engine::wait(std::chrono::microseconds timeout) {
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
   epoll_event events[16];
   int n = epoll_wait(epoll_fd_, events, 16, static_cast<int>(std::min<int64_t>(ms, 60'000)));
+  pass_time_valid_ = false;  // slept: the next reader needs the clock again
   for (int i = 0; i < n; ++i) {
     if (events[i].data.ptr == nullptr) {
       uint64_t value;

@@ -57,7 +57,7 @@ class progress_engine {
     const auto deadline = steady_clock::now() + timeout;
     while (!done()) {
       if (progress()) continue;
-      auto now = steady_clock::now();
+      const auto now = pass_time();
       if (now >= deadline) return done();
       wait(std::chrono::duration_cast<std::chrono::microseconds>(deadline - now));
     }
@@ -66,6 +66,17 @@ class progress_engine {
 
   // Wakes the owning thread from wait(). Safe from any thread and from signal handlers.
   void notify() noexcept;
+
+  // The time of this progress pass, for deadlines and periodic checks (which need no finer
+  // grain): the clock is read at the first call in a pass and kept until the pass ends, so every
+  // source of the engine shares one read, and a pass that times nothing reads no clock at all.
+  steady_clock::time_point pass_time() noexcept {
+    if (!pass_time_valid_) {
+      pass_time_ = steady_clock::now();
+      pass_time_valid_ = true;
+    }
+    return pass_time_;
+  }
 
   uint64_t hits() const noexcept { return hits_; }
   uint64_t misses() const noexcept { return misses_; }
@@ -110,6 +121,8 @@ class progress_engine {
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;
   steady_clock::time_point last_hit_{};
+  steady_clock::time_point pass_time_{};
+  bool pass_time_valid_ = false;
   std::chrono::microseconds spin_window_{200};
   std::unordered_map<const void*, std::shared_ptr<void>> shared_;
 };

@@ -117,7 +117,7 @@ status io_queue::submit(uint32_t index, const io_request& request) noexcept {
   s.busy = true;
   s.sent = s.answered = false;
   s.result = status::success;
-  s.deadline = core::steady_clock::now() + options_.io_timeout;
+  s.deadline = engine_.pass_time() + options_.io_timeout;
   if (s.deadline < next_check_) next_check_ = s.deadline;
   const status r = push(index);
   if (r == status::again) {
@@ -154,7 +154,7 @@ size_t io_queue::poll() {
     }
   }
   if (in_flight_ != 0 && failure_ == status::success) {
-    const auto now = core::steady_clock::now();
+    const auto now = engine_.pass_time();
     if (now >= next_check_) {
       next_check_ = core::steady_clock::time_point::max();
       for (uint32_t i = 0; i < slots_.size(); ++i) {

@@ -769,7 +769,7 @@ void gga_worker::io_path::settle_read(transaction& t) noexcept {
     if ((t.asked & (1u << k)) == 0 && !is_lost(k)) ask_half(t, k);
   t.issuing = false;
   if (t.awaiting != 0 || t.sending != 0) {
-    t.deadline = core::steady_clock::now() + config_.storage_timeout;
+    t.deadline = engine_.pass_time() + config_.storage_timeout;
     return;
   }
   fail(t, "block read lost two storage targets", status::not_connected);
@@ -881,7 +881,7 @@ void gga_worker::io_path::begin_step(transaction& t) noexcept {
   t.asked = 0;
   t.answered = 0;
   t.issuing = true;
-  t.deadline = core::steady_clock::now() + config_.storage_timeout;
+  t.deadline = engine_.pass_time() + config_.storage_timeout;
 }
 
 // A target that does not answer in time is lost (logged once); the transactions that waited for
@@ -889,7 +889,7 @@ void gga_worker::io_path::begin_step(transaction& t) noexcept {
 // chunks when it wakes. Sends still in flight are waited for: their tasks have their own
 // deadline, and the buffers are not reused before they complete.
 size_t gga_worker::io_path::sweep_deadlines() noexcept {
-  const auto now = core::steady_clock::now();
+  const auto now = engine_.pass_time();
   size_t expired = 0;
   for (transaction& t : txns_) {
     if (t.awaiting == 0 || now < t.deadline) continue;
@@ -934,9 +934,9 @@ size_t gga_worker::io_path::take_suspects() noexcept {
 
 size_t gga_worker::io_path::poll() {
   size_t done = take_suspects();
-  if (in_flight_ != 0 && core::steady_clock::now() >= next_sweep_) {
+  if (in_flight_ != 0 && engine_.pass_time() >= next_sweep_) {
     done += sweep_deadlines();
-    next_sweep_ = core::steady_clock::now() + deadline_sweep;
+    next_sweep_ = engine_.pass_time() + deadline_sweep;
   }
   while (!resends_.empty()) {
     const uint32_t key = resends_.front();

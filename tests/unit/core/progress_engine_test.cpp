@@ -126,6 +126,41 @@ TEST(progress_engine, source_with_work_is_a_hit) {
   pe.detach(source);
 }
 
+// A source that notes the pass time it sees.
+class timing_source : public event_source {
+ public:
+  explicit timing_source(progress_engine& e) : engine_(e) {}
+  size_t poll() override {
+    seen.push_back(engine_.pass_time());
+    return 0;
+  }
+  std::vector<steady_clock::time_point> seen;
+
+ private:
+  progress_engine& engine_;
+};
+
+// Every source of one pass shares one clock read; the next pass reads the clock again.
+TEST(progress_engine, sources_of_one_pass_share_its_time_and_the_next_pass_moves_on) {
+  progress_engine e(poll_mode::busy);
+  timing_source a(e), b(e);
+  e.attach(a);
+  e.attach(b);
+  e.progress();
+  ASSERT_EQ(a.seen.size(), 1u);
+  ASSERT_EQ(b.seen.size(), 1u);
+  EXPECT_EQ(a.seen[0], b.seen[0]);
+  std::this_thread::sleep_for(1ms);
+  const auto before_second = steady_clock::now();
+  e.progress();
+  ASSERT_EQ(a.seen.size(), 2u);
+  EXPECT_GT(a.seen[1], a.seen[0]);
+  EXPECT_GE(a.seen[1], before_second);
+  EXPECT_EQ(a.seen[1], b.seen[1]);
+  e.detach(a);
+  e.detach(b);
+}
+
 TEST(progress_engine, detached_source_is_not_polled) {
   progress_engine pe(poll_mode::busy);
   counting_source source;
