@@ -199,6 +199,18 @@ TEST(pipeline, an_initiator_without_a_service_gives_up_within_the_control_timeou
       << p.initiator->output();
 }
 
+// Ctrl-C while the initiator still dials its service ends it at once (130), not at the end of a
+// long control timeout.
+TEST(pipeline, ctrl_c_while_waiting_for_the_service_ends_the_initiator_at_once) {
+  subprocess initiator({binary("zcstore_initiator_comch"), "-d", "auto", "--poll-mode", "event",
+                        "--cpu", "0", "--execution-strategy", "read_throughput_test",
+                        "--run-limit-operation-count", "10", "--command-channel-name",
+                        unique_name("nobody"), "--control-timeout", "60"});
+  std::this_thread::sleep_for(300ms);
+  initiator.signal(SIGINT);
+  EXPECT_EQ(initiator.wait(exit_margin + 5s), std::optional<int>(130)) << initiator.output();
+}
+
 TEST(pipeline, bad_flags_are_one_clear_line_and_exit_2) {
   struct bad {
     std::vector<std::string> argv;
