@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "pipeline.hpp"
@@ -173,6 +174,92 @@ TEST_F(nbd_pipeline, bad_flags_are_one_line_and_status_2) {
   subprocess zero(
       {binary("zcstore_nbd"), "--cpu", "0", "--socket", "/tmp/x", "--transaction-count", "0"});
   EXPECT_EQ(zero.wait(start_timeout), std::optional<int>(2)) << zero.output();
+}
+
+// ---- zcstore_local --nbd
+
+// zcstore_local with zcstore_nbd at the front, until SIGINT.
+class local_nbd {
+ public:
+  local_nbd(const std::string& pipeline, const std::string& socket, std::vector<std::string> extra)
+      : socket_(socket) {
+    std::vector<std::string> argv{binary("zcstore_local"),
+                                  pipeline,
+                                  "--nbd",
+                                  socket,
+                                  "--poll-mode",
+                                  "event",
+                                  "--control-timeout",
+                                  std::to_string(control_timeout_s)};
+    for (auto& e : extra) argv.push_back(std::move(e));
+    process = std::make_unique<subprocess>(
+        argv, std::map<std::string, std::string>{{"UCX_MM_ERROR_HANDLING", "y"},
+                                                 {"UCX_KEEPALIVE_INTERVAL", "1s"},
+                                                 {"UCX_WARN_UNUSED_ENV_VARS", "n"}});
+  }
+  bool ready() { return process->wait_for_output("serving NBD on " + socket_, 60s); }
+  // Ctrl-C: zcstore_nbd ends the session in order, then everything behind it ends.
+  std::optional<int> interrupt() {
+    process->signal(SIGINT);
+    return process->wait(40s);
+  }
+  std::unique_ptr<subprocess> process;
+
+ private:
+  std::string socket_;
+};
+
+TEST_F(nbd_pipeline, local_zero_copy_keeps_every_byte_across_a_restart_over_backing_dir) {
+  for (const char* c : {"nbdcopy", "qemu-img"})
+    if (!have(c)) GTEST_SKIP() << c << " is not installed";
+  const auto backing = dir_ / "disk";
+  fs::create_directories(backing);
+  const std::vector<std::string> extra{"--backing-dir", backing.string(), "--target-size",
+                                       std::to_string(nbd_disk)};
+  const auto image = content_bytes(nbd_disk, 21);
+  const auto in = dir_ / "in.img";
+  {
+    std::ofstream f(in, std::ios::binary);
+    f.write(image.data(), static_cast<std::streamsize>(image.size()));
+  }
+  {
+    local_nbd first("zero-copy", socket_, extra);
+    ASSERT_TRUE(first.ready()) << first.process->output();
+    auto r =
+        run_client({"qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", in.string(), uri()});
+    ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << first.process->output();
+    EXPECT_EQ(first.interrupt(), std::optional<int>(128 + SIGINT)) << first.process->output();
+  }
+  EXPECT_TRUE(fs::exists(backing / "target-0.img"));
+  local_nbd second("zero-copy", socket_, extra);
+  ASSERT_TRUE(second.ready()) << second.process->output();
+  auto r = run_client({"nbdcopy", uri(), (dir_ / "out.img").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << second.process->output();
+  EXPECT_TRUE(read_all(dir_ / "out.img") == image) << "the restarted disk holds other bytes";
+  EXPECT_EQ(second.interrupt(), std::optional<int>(128 + SIGINT)) << second.process->output();
+}
+
+TEST_F(nbd_pipeline, local_gga_serves_compressible_data_over_nbd) {
+  if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy is not installed";
+  local_nbd gga("gga", socket_, {});
+  ASSERT_TRUE(gga.ready()) << gga.process->output();
+  // Text compresses well, as gga needs; 16 MiB is the generated disk's size.
+  std::string text;
+  for (uint64_t i = 0; text.size() < nbd_disk; ++i)
+    text += "block " + std::to_string(i * 7919 % 10007) + " of the nbd over gga test\n";
+  text.resize(nbd_disk);
+  const auto in = dir_ / "in.txt";
+  {
+    std::ofstream f(in, std::ios::binary);
+    f << text;
+  }
+  auto r = run_client({"nbdcopy", "--connections", "2", in.string(), uri()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << gga.process->output();
+  r = run_client({"nbdcopy", uri(), (dir_ / "out.txt").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << gga.process->output();
+  const auto back = read_all(dir_ / "out.txt");
+  EXPECT_TRUE(std::string(back.begin(), back.end()) == text) << "gga returned other bytes";
+  EXPECT_EQ(gga.interrupt(), std::optional<int>(128 + SIGINT)) << gga.process->output();
 }
 
 }  // namespace
