@@ -262,6 +262,20 @@ TEST(nbd_server, nbdinfo_reports_size_block_sizes_and_flags) {
   EXPECT_FALSE(e.at("can_fast_zero").get<bool>());
 }
 
+TEST(nbd_server, tcp_listener_serves_nbdinfo) {
+  if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo (libnbd-bin) is not installed";
+  test::memory_backend backend(disk_size, block, max_io, 4);
+  server srv(backend, {});
+  const uint16_t port = srv.listen_tcp({0x7f000001, 0});
+  ASSERT_NE(port, 0);
+  std::thread t([&] { srv.run(); });
+  auto r = run({"nbdinfo", "--size", "nbd://127.0.0.1:" + std::to_string(port)});
+  srv.stop();
+  t.join();
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  EXPECT_EQ(std::stoull(r.output), disk_size) << r.output;
+}
+
 TEST(nbd_server, nbdinfo_sees_a_read_only_export) {
   if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo (libnbd-bin) is not installed";
   served s({.read_only = true});
