@@ -253,7 +253,19 @@ TEST_F(nbd_pipeline, local_gga_serves_compressible_data_over_nbd) {
     std::ofstream f(in, std::ios::binary);
     f << text;
   }
-  auto r = run_client({"nbdcopy", "--connections", "2", in.string(), uri()});
+  // A block that does not compress cannot be stored by gga: EIO, and a line in the log.
+  auto r = run_client({"nbdsh", "-u", uri(), "-c",
+                       "import os\n"
+                       "try:\n"
+                       "    h.pwrite(os.urandom(8192), 0)\n"
+                       "    print('written')\n"
+                       "except nbd.Error as e:\n"
+                       "    print('refused:', e.errno)\n"});
+  EXPECT_EQ(r.code, std::optional<int>(0)) << r.output;
+  EXPECT_NE(r.output.find("refused: EIO"), std::string::npos) << r.output;
+  EXPECT_TRUE(gga.process->wait_for_output("NBD_CMD_WRITE of 8192 bytes at offset 0x0 failed", 10s))
+      << gga.process->output();
+  r = run_client({"nbdcopy", "--connections", "2", in.string(), uri()});
   ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << gga.process->output();
   r = run_client({"nbdcopy", uri(), (dir_ / "out.txt").string()});
   ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << gga.process->output();
