@@ -202,11 +202,17 @@ void host_backend::on_complete(lane& l, uint32_t slot, status result) noexcept {
   complete(h);
 }
 
+// Signals the eventfd only when the queue was empty: take_completions() reads the eventfd before
+// it takes the queue, so whatever is queued after that read is either taken with the rest or
+// signalled again.
 void host_backend::complete(host_io& h) noexcept {
+  bool was_empty;
   {
     std::lock_guard lock(done_mutex_);
+    was_empty = done_.empty();
     done_.push_back(&h);
   }
+  if (!was_empty) return;
   const uint64_t one = 1;
   (void)!::write(done_fd_.get(), &one, sizeof one);
 }
