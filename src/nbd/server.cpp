@@ -450,6 +450,7 @@ void server::on_readable(connection& c) {
       c.in_end -= c.in_begin;
       c.in_begin = 0;
     }
+    if (c.in_end == c.in.size()) return;  // cannot happen: every phase that reads consumes
     n = ::recv(c.fd.get(), c.in.data() + c.in_end, c.in.size() - c.in_end, 0);
     if (n > 0) {
       c.in_end += static_cast<size_t>(n);
