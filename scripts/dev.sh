@@ -105,7 +105,7 @@ test_all() {
 
 case "${1:-}" in
   deps) deps ;;
-  build) deps; build "${2:-release}" ;;
+  build) deps; shift; build "${1:-release}" "${@:2}" ;;
   test) test_all ;;
   fuzz) deps; fuzz "${2:-60}" ;;
   demo) deps; build release; ucx_env; exec "$ROOT/scripts/demo.sh" "$ROOT/build/release" ;;

@@ -2,8 +2,9 @@
 // over comch; spreads every block, LZ4 compressed, over three RDMA storage targets (two data
 // halves and a 2+1 erasure-coding parity half) and decompresses reads straight into the host's
 // pages (REFERENCE_SPEC §2.8, §6).
-// Exit status: 0 after a session ended with shutdown (or Ctrl-C before any client), 1 when the
-// session failed (client or a target lost, Ctrl-C mid-session, data-path errors), 2 for bad flags.
+// Exit status: 0 after a session ended with shutdown (or Ctrl-C before any client), also when it
+// ran degraded after losing one target; 1 when the session failed (client or a target lost before
+// the data path ran, two targets lost, Ctrl-C mid-session, data-path errors), 2 for bad flags.
 #include <cstdio>
 
 #include "core/cli.hpp"
@@ -43,6 +44,11 @@ int main(int argc, char** argv) {
     const service::session_outcome outcome = service::serve_client(client, session);
     const auto blocks = session.stats();
     std::fputs(storage::format_core_stats(blocks).c_str(), stdout);
+    if (const uint8_t lost = session.lost_targets(); lost != 0) {
+      for (uint32_t k = 0; k < service::gga_target_count; ++k)
+        if ((lost & (1u << k)) != 0)
+          std::printf("| Storage: degraded, %s lost\n", targets.name(k).c_str());
+    }
     std::fflush(stdout);
     if (outcome == service::session_outcome::failed) return 1;
     if (session.data_path_errors() != 0) {

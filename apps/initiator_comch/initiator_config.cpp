@@ -75,7 +75,7 @@ std::optional<int> parse_config(int argc, const char* const* argv, initiator_con
                  "Comch server name to connect to")
       ->capture_default_str();
   app.add_option("--control-timeout", out.control_timeout_seconds,
-                 "Seconds to wait for each control step")
+                 "Seconds to wait for each control step (an IO waits twice this)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--local-io-region-size", out.local_io_region_size,

@@ -138,9 +138,9 @@ int run(const initiator::initiator_config& config) {
 
     // Workers one after another (the pairing rule), each with its run on its own thread.
     for (uint32_t i = 0; i < workers; ++i) {
-      auto& w =
-          session.add_worker(config.cpus[i], {.slots = plan_holder->workers()[i].transaction_count,
-                                              .io_timeout = config.control_timeout()});
+      auto& w = session.add_worker(config.cpus[i],
+                                   {.slots = plan_holder->workers()[i].transaction_count,
+                                    .io_timeout = host::io_timeout_for(config.control_timeout())});
       runs.push_back(core::engine_owned<initiator::worker_run>::build(
           w.thread(),
           [plan = plan_holder.get(), i, q = w.queue(), region = &session.region(),

@@ -45,8 +45,10 @@ class target_worker::io_path {
     rdma::send_task* send = nullptr;
     rdma::read_task* read = nullptr;
     rdma::write_task* write = nullptr;
-    core::buffer* local = nullptr;  // storage side of the transfer in progress
-    core::buffer* peer = nullptr;   // requester side
+    // The two sides of the slot's transfers, held for the whole session: each IO re-points them
+    // (core::buffer::reset) instead of taking descriptors from the inventory and returning them.
+    core::buffer* local = nullptr;  // storage side (a window of storage_)
+    core::buffer* peer = nullptr;   // requester side (a window of remote_)
   };
 
   slot& slot_of(const core::task_base& t) { return slots_[t.get_user_data().u64]; }
@@ -58,7 +60,6 @@ class target_worker::io_path {
   status submit_transfer(slot& s, io_message_type type, uint64_t storage_offset,
                          uint64_t requester_offset, uint32_t size);
   void on_transfer_done(slot& s, status result);
-  void release_buffers(slot& s) noexcept;
   void respond(slot& s, status result);
   void answered(slot& s);
   void post_receive(slot& s);
@@ -75,7 +76,7 @@ class target_worker::io_path {
   uint64_t refused_messages_ = 0;
   std::vector<uint8_t> messages_;
   std::unique_ptr<core::memory_map> messages_map_;
-  // One message buffer per slot, plus a storage and a requester buffer per transfer.
+  // Three buffers per slot, taken once: its message, its storage side and its requester side.
   core::buffer_inventory inventory_;
   std::vector<slot> slots_;
   // Backing file only. Its results come back as jobs on this thread, which do nothing once this
@@ -124,6 +125,11 @@ target_worker::io_path::io_path(uint32_t cpu, core::engine_thread& thread,
     throw_if_failed(inventory_.get_by_addr(*messages_map_, messages_.data() + i * io_message_size,
                                            io_message_size, s.message),
                     "message buffer");
+    // Whole-map windows for now; each transfer narrows them to its own range.
+    throw_if_failed(inventory_.get_by_addr(storage_, storage_.data(), storage_.size(), s.local),
+                    "storage buffer");
+    throw_if_failed(inventory_.get_by_addr(remote_, remote_.data(), remote_.size(), s.peer),
+                    "requester buffer");
     auto ud = core::make_user_data(i);
     throw_if_failed(control_->allocate(ud, s.receive), "receive task");
     throw_if_failed(control_->allocate(ud, s.send), "send task");
@@ -131,6 +137,8 @@ target_worker::io_path::io_path(uint32_t cpu, core::engine_thread& thread,
     throw_if_failed(data_->allocate(ud, s.write), "write task");
     s.receive->set_dst(*s.message);
     s.send->set_src(*s.message);
+    s.write->set(*s.local, *s.peer);  // an IO read: storage -> requester
+    s.read->set(*s.peer, *s.local);   // an IO write: requester -> storage
   }
   throw_if_failed(control_->start(), "start io_control context");
   throw_if_failed(data_->start(), "start io_data context");
@@ -260,7 +268,6 @@ void target_worker::io_path::on_request(slot& s) {
     // REFERENCE_SPEC §7.3: a transfer that cannot be submitted is answered with the submit's own
     // status (bad_state when the io_data connection is gone, ...), not the IO_FAILED of a
     // transfer that failed on its way.
-    release_buffers(s);
     ZC_LOG_ERROR("worker {}: cannot submit the transfer: {}", cpu_, status_name(r));
     ++errors_;
     respond(s, r);
@@ -295,34 +302,25 @@ void target_worker::io_path::flushed(const std::vector<uint32_t>& slots, status 
 
 // Both transfers land after the destination's data section (DOCA's rdma read and write
 // semantics), so each destination is an empty data section at the target address, and each
-// source's data section is the bytes to move.
+// source's data section is the bytes to move. The slot's two buffers are re-pointed in place
+// (the tasks were given them once, at construction): nothing is taken from or returned to the
+// inventory per IO. on_request checked both ranges; reset() checks them once more against the
+// maps, which costs two compares.
 status target_worker::io_path::submit_transfer(slot& s, io_message_type type,
                                                uint64_t storage_offset, uint64_t requester_offset,
                                                uint32_t size) {
-  uint8_t* const at_storage = storage_.data() + storage_offset;
-  uint8_t* const at_requester = remote_.data() + requester_offset;
+  status r = s.local->reset(storage_.data() + storage_offset, size);
+  if (ok(r)) r = s.peer->reset(remote_.data() + requester_offset, size);
+  if (!ok(r)) return r;
   if (type == io_message_type::read) {  // storage -> requester: rdma write
-    status r = inventory_.get_by_data(storage_, at_storage, size, s.local);
-    if (ok(r)) r = inventory_.get_by_addr(remote_, at_requester, size, s.peer);
-    if (!ok(r)) return r;
-    s.write->set(*s.local, *s.peer);
+    s.local->append(size);
     return data_->submit(*s.write);
   }
-  status r = inventory_.get_by_data(remote_, at_requester, size, s.peer);  // requester -> storage
-  if (ok(r)) r = inventory_.get_by_addr(storage_, at_storage, size, s.local);
-  if (!ok(r)) return r;
-  s.read->set(*s.peer, *s.local);
+  s.peer->append(size);  // requester -> storage: rdma read
   return data_->submit(*s.read);
 }
 
-void target_worker::io_path::release_buffers(slot& s) noexcept {
-  if (s.local != nullptr) s.local->release();
-  if (s.peer != nullptr) s.peer->release();
-  s.local = s.peer = nullptr;
-}
-
 void target_worker::io_path::on_transfer_done(slot& s, status result) {
-  release_buffers(s);
   if (ok(result)) {
     ++operations_;
   } else {

@@ -11,6 +11,15 @@ status buffer::set_data(uint8_t* data, size_t length) noexcept {
   return status::success;
 }
 
+status buffer::reset(uint8_t* head, size_t capacity) noexcept {
+  if (map_ == nullptr || !map_->contains(head, capacity)) return status::invalid_value;
+  head_ = head;
+  capacity_ = capacity;
+  data_ = head;
+  data_length_ = 0;
+  return status::success;
+}
+
 void buffer::release() noexcept {
   if (!in_use_) return;
   in_use_ = false;

@@ -24,6 +24,11 @@ class buffer {
   memory_map& map() const noexcept { return *map_; }
   // Moves the data section; it must stay inside [head, head+capacity).
   status set_data(uint8_t* data, size_t length) noexcept;
+  // Re-points the buffer at [head, head+capacity) of the same memory map, with an empty data
+  // section at head, as get_by_addr would, but without going back to the inventory: a buffer held
+  // for good (one per transaction slot) serves one IO after another this way. The window must lie
+  // inside the map; otherwise invalid_value, and the buffer is unchanged.
+  status reset(uint8_t* head, size_t capacity) noexcept;
   // Where appended bytes go (received, read or written ones, as DOCA appends them), how many fit,
   // and the append itself; `length` must fit (callers check tail_room() first).
   uint8_t* tail() const noexcept { return data_ + data_length_; }

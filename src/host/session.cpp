@@ -88,12 +88,7 @@ message session::request(message_type type, message_type expected, storage::mess
 }
 
 void session::take_consumer_events() {
-  while (auto e = channel_->take_consumer_event()) {
-    if (e->what == storage::consumer_event::kind::created)
-      service_consumers_.insert(e->id);
-    else
-      service_consumers_.erase(e->id);
-  }
+  while (auto e = channel_->take_consumer_event()) service_consumers_.apply(*e);
 }
 
 storage_info session::query() {
@@ -137,9 +132,8 @@ void session::wait_ready() {
   bool paired = false;
   for (;;) {
     take_consumer_events();
-    if (!paired && service_consumers_.size() >= workers_.size()) {
-      auto id = service_consumers_.begin();
-      for (auto& w : workers_) w->pair(*id++);
+    if (!paired && service_consumers_.ready(workers_.size())) {
+      for (auto& w : workers_) w->pair(*service_consumers_.for_worker(w->index()));
       paired = true;
     }
     if (paired &&

@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +25,7 @@
 #include "host/worker.hpp"
 #include "storage/comch_control_channel.hpp"
 #include "storage/control_message.hpp"
+#include "storage/peer_consumers.hpp"
 
 namespace zc::host {
 
@@ -83,7 +83,7 @@ class session {
   // service's consumers have expired.
   void shutdown();
 
-  const std::set<uint32_t>& service_consumers() const noexcept { return service_consumers_; }
+  const storage::peer_consumers& service_consumers() const noexcept { return service_consumers_; }
 
  private:
   storage::message request(storage::message_type type, storage::message_type expected,
@@ -95,7 +95,7 @@ class session {
   std::unique_ptr<storage::comch_control_client> channel_;
   uint32_t next_id_ = 0;  // message_id and correlation_id of the next request (§2.5)
   std::unique_ptr<core::memory_map> region_;
-  std::set<uint32_t> service_consumers_;  // announced and not expired
+  storage::peer_consumers service_consumers_;  // announced and not expired
   std::vector<std::unique_ptr<worker>> workers_;
 };
 

@@ -38,6 +38,13 @@ struct io_request {
   uint64_t storage_offset = 0;
 };
 
+// The IO deadline a host program derives from its --control-timeout: twice it, because a gga
+// service may spend one control timeout finding a target silent before it serves the IO degraded
+// from the other two.
+inline std::chrono::milliseconds io_timeout_for(std::chrono::milliseconds control_timeout) {
+  return 2 * control_timeout;
+}
+
 struct queue_options {
   uint32_t slots = 64;  // IOs in flight at most; the consumer posts twice as many buffers
   // An IO with no response by then fails with time_out (a service that neither answers nor goes

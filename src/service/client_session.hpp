@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "service/peer_consumers.hpp"
 #include "storage/comch_control_channel.hpp"
 #include "storage/control_message.hpp"
+#include "storage/peer_consumers.hpp"
 
 namespace zc::service {
 
@@ -38,7 +38,7 @@ class client_link {
   explicit client_link(storage::comch_control_server& server) : server_(server) {}
 
   storage::comch_control_server& server() noexcept { return server_; }
-  const peer_consumers& consumers() const noexcept { return consumers_; }
+  const storage::peer_consumers& consumers() const noexcept { return consumers_; }
 
   // Polls the client channel for up to `timeout`: a message is kept for take_request(), consumer
   // events are applied. Returns success (something happened), time_out, or throws session_lost
@@ -71,7 +71,7 @@ class client_link {
   void keep(storage::message&& m);
 
   storage::comch_control_server& server_;
-  peer_consumers consumers_;
+  storage::peer_consumers consumers_;
   std::deque<storage::message> early_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <exception>
 
 #include "core/log.hpp"
@@ -54,15 +55,11 @@ std::vector<message> gga_session::fan_out(const message& request, message_type t
                                           storage::message_payload payload, message_type expected,
                                           std::optional<message>& error) {
   last_correlation_id_ = request.correlation_id;
-  std::vector<message> answers;
-  try {
-    answers = targets_.request_all({type, request.correlation_id, std::move(payload)}, expected);
-  } catch (const target_lost& e) {
-    throw session_lost(e.code(), e.what());
-  } catch (const status_error& e) {
-    if (e.code() == status::shutdown) throw session_lost(e.code(), e.what());
-    throw;
-  }
+  // A target that died during the run is given up before the request, not found by it.
+  if (workers_.started()) notice_lost_targets();
+  std::vector<message> answers = on_targets([&] {
+    return targets_.request_all({type, request.correlation_id, std::move(payload)}, expected);
+  });
   // Any answer that is not the expected one becomes the client's error; the others are dropped.
   for (const message& m : answers)
     if (m.type == message_type::error_response && !error) error = relay(m, request);
@@ -119,28 +116,21 @@ message gga_session::on_init(const message& request) {
     comch::connection* conn = client_.server().connection();
     if (conn == nullptr) throw session_lost(status::not_connected, "client connection lost");
     for (uint32_t i = 0; i < init->core_count; ++i) {
-      workers_.push_back(std::make_unique<gga_worker>(
+      gga_worker& w = workers_.add(std::make_unique<gga_worker>(
           options_.cpus[i], options_.poll_mode, device_, *conn, n,
           gga_worker_config{*geometry_, options_.matrix, options_.recovery_every_n, host_map_.get(),
                             region_.get(), gga_chunk_offset(i, n, 0, layout),
                             options_.control_timeout},
           gga_worker_limits{options_.control_timeout, options_.control_timeout}));
-      gga_worker& w = *workers_.back();
       last_correlation_id_ = request.correlation_id;
-      std::optional<message> refused;
-      try {
-        refused = connect_worker(
+      const std::optional<message> refused = on_targets([&] {
+        return connect_worker(
             targets_, request, i,
             {[&w](uint32_t k, storage::rdma_role role) { return w.export_connection(k, role); },
              [&w](uint32_t k, storage::rdma_role role, std::span<const uint8_t> blob) {
                w.connect(k, role, blob);
              }});
-      } catch (const target_lost& e) {
-        throw session_lost(e.code(), e.what());
-      } catch (const status_error& e) {
-        if (e.code() == status::shutdown) throw session_lost(e.code(), e.what());
-        throw;
-      }
+      });
       if (refused) {
         teardown();
         return *refused;
@@ -166,23 +156,13 @@ message gga_session::on_start(const message& request) {
   fan_out(request, message_type::start_storage_request, storage::empty_payload{},
           message_type::start_storage_response, error);
   if (error) return *error;
-  const size_t cores = workers_.size();
-  const std::vector<uint32_t> ids = await_client_consumers(
-      client_, cores,
-      [&] {
-        for (auto& w : workers_)
-          if (!w->ready()) return false;
-        return true;
-      },
-      options_.control_timeout);
-  for (size_t i = 0; i < cores; ++i) workers_[i]->start_data_path(ids[i]);
-  started_ = true;
-  ZC_LOG_INFO("data path started on {} workers", cores);
+  workers_.start(client_, options_.control_timeout);
+  ZC_LOG_INFO("data path started on {} workers", workers_.size());
   return storage::make_response(request, message_type::start_storage_response);
 }
 
 message gga_session::on_stop(const message& request) {
-  for_each_worker(workers_, [](auto& w) { w.drain(); });
+  workers_.drain();
   std::optional<message> error;
   std::exception_ptr failure;
   try {
@@ -191,8 +171,8 @@ message gga_session::on_stop(const message& request) {
   } catch (...) {
     failure = std::current_exception();
   }
-  stop_workers();
-  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
+  workers_.stop();
+  workers_.close_comch();
   if (failure) std::rethrow_exception(failure);
   if (error) return *error;
   return storage::make_response(request, message_type::stop_storage_response);
@@ -210,16 +190,47 @@ message gga_session::on_shutdown(const message& request) {
 }
 
 void gga_session::check_health() {
-  try {
-    targets_.check_connections();
-  } catch (const target_lost& e) {
-    throw session_lost(e.code(), e.what());
+  notice_lost_targets();
+}
+
+void gga_session::notice_lost_targets() {
+  for (size_t attempt = 0; attempt <= gga_target_count; ++attempt) {
+    try {
+      targets_.check_connections();
+      break;
+    } catch (const target_lost& e) {
+      if (!workers_.started()) throw session_lost(e.code(), e.what());
+      degrade(e.target(), e.what());
+    }
   }
-  for (const auto& w : workers_)
+  for (const auto& w : workers_) {
+    const uint8_t fresh = static_cast<uint8_t>(w->lost_targets() & ~lost_);
+    for (uint32_t k = 0; k < gga_target_count; ++k)
+      if ((fresh & (1u << k)) != 0)
+        degrade(k, fmt::format("worker on cpu {} lost its rdma connection to it, or it stopped "
+                               "answering",
+                               w->cpu()));
     if (w->rdma_lost())
       throw session_lost(
           status::connection_reset,
-          fmt::format("worker on cpu {} lost an rdma connection to a target", w->cpu()));
+          fmt::format("worker on cpu {} lost its rdma connections to two targets", w->cpu()));
+  }
+}
+
+void gga_session::degrade(size_t target, const std::string& why) {
+  const uint8_t bit = static_cast<uint8_t>(1u << target);
+  if ((lost_ & bit) != 0) return;
+  lost_ = static_cast<uint8_t>(lost_ | bit);
+  targets_.forget(target);
+  if (std::popcount(lost_) >= 2)
+    throw session_lost(status::not_connected, fmt::format("a second storage target lost ({}): {}",
+                                                          targets_.name(target), why));
+  ZC_LOG_ERROR(
+      "storage {} lost ({}): serving degraded, reads rebuilt through EC recovery, "
+      "writes refused",
+      targets_.name(target), why);
+  for_each_worker(workers_,
+                  [target](gga_worker& w) { w.lose_target(static_cast<uint32_t>(target)); });
 }
 
 void gga_session::abort(const std::string& why) noexcept {
@@ -228,18 +239,8 @@ void gga_session::abort(const std::string& why) noexcept {
   targets_.shutdown_all(last_correlation_id_);
 }
 
-void gga_session::stop_workers() noexcept {
-  if (workers_.empty() || workers_stopped_) return;
-  workers_stopped_ = true;
-  errors_ += stop_and_collect(workers_, stats_);
-}
-
 void gga_session::teardown() noexcept {
-  if (started_) stop_workers();
-  started_ = false;
-  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
   workers_.clear();
-  workers_stopped_ = false;
   if (region_) region_->withdraw_rdma_export();
   region_.reset();
   host_map_.reset();
@@ -247,7 +248,7 @@ void gga_session::teardown() noexcept {
 
 std::vector<storage::core_stats> gga_session::stats() const {
   std::vector<storage::core_stats> out;
-  for (const auto& s : stats_)
+  for (const auto& s : workers_.stats())
     out.push_back({s.cpu, s.operations, s.recoveries, s.pe_hits, s.pe_misses});
   if (out.empty())
     for (uint32_t cpu : options_.cpus) out.push_back({cpu, 0, uint64_t(0), 0, 0});

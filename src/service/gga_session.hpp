@@ -2,7 +2,9 @@
 // fanned out to the three targets (data_1, data_2, data_p) with the client's correlation id; their
 // geometries must agree and are doubled for the host; the service's own chunk region (§6.1) is
 // exported for rdma to all three; each worker connects io_data then io_control to every target.
-// Every wait is bounded by --control-timeout. Thread rules: the control thread only.
+// Every wait is bounded by --control-timeout. Once the data path runs, one lost target (control
+// connection, rdma connection or a silent one) degrades the session instead of ending it.
+// Thread rules: the control thread only.
 #pragma once
 
 #include <chrono>
@@ -19,6 +21,7 @@
 #include "service/client_session.hpp"
 #include "service/gga_layout.hpp"
 #include "service/gga_worker.hpp"
+#include "service/session_workers.hpp"
 #include "service/target_set.hpp"
 #include "storage/stats.hpp"
 
@@ -58,7 +61,10 @@ class gga_session final : public request_handler {
 
   // One block per worker, with its recovery count (one empty block per --cpu when none ran).
   std::vector<storage::core_stats> stats() const;
-  uint64_t data_path_errors() const noexcept { return errors_; }
+  uint64_t data_path_errors() const noexcept { return workers_.errors(); }
+  // The targets lost while the data path ran (bit per gga_target). With one lost, the session
+  // goes on degraded: reads rebuilt through EC, writes refused; a second ends it.
+  uint8_t lost_targets() const noexcept { return lost_; }
 
  private:
   // Every target's answer to `type` (same request to each), or the first error_response among
@@ -67,7 +73,10 @@ class gga_session final : public request_handler {
                                         storage::message_payload payload,
                                         storage::message_type expected,
                                         std::optional<storage::message>& error);
-  void stop_workers() noexcept;
+  // Finds targets lost since the last look (a control connection failed, or a worker lost one)
+  // and degrades the session for each; throws session_lost when that is not possible.
+  void notice_lost_targets();
+  void degrade(size_t target, const std::string& why);
   void teardown() noexcept;
 
   gga_options options_;
@@ -77,11 +86,8 @@ class gga_session final : public request_handler {
   std::optional<gga_geometry> geometry_;
   std::unique_ptr<core::memory_map> host_map_;
   std::unique_ptr<core::memory_map> region_;  // the chunks, exported for rdma
-  std::vector<std::unique_ptr<gga_worker>> workers_;
-  std::vector<gga_worker_stats> stats_;
-  bool started_ = false;
-  bool workers_stopped_ = false;
-  uint64_t errors_ = 0;
+  session_workers<gga_worker, gga_worker_stats> workers_;
+  uint8_t lost_ = 0;
   uint32_t last_correlation_id_ = 0;
 };
 

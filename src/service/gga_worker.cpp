@@ -4,6 +4,7 @@
 
 #include <array>
 #include <atomic>
+#include <bit>
 #include <memory>
 
 #include "accel/dma_engine.hpp"
@@ -68,13 +69,20 @@ class gga_worker::io_path final : public core::event_source {
     return consumer_->state() == core::context_state::idle &&
            producer_->state() == core::context_state::idle;
   }
-  bool rdma_lost() const noexcept { return rdma_lost_.load(std::memory_order_relaxed); }
+  // Unusable: two targets or more lost (one is served degraded).
+  bool rdma_lost() const noexcept {
+    return std::popcount(lost_published_.load(std::memory_order_relaxed)) >= 2;
+  }
+  uint8_t lost_targets() const noexcept { return lost_published_.load(std::memory_order_relaxed); }
+  // The control thread heard that `target` is gone (its control connection failed).
+  void lose_target(uint32_t target) noexcept { suspect(target); }
   gga_worker_stats stats() const noexcept {
     return {cpu_, operations_, recoveries_, errors_, engine_.hits(), engine_.misses()};
   }
 
   size_t poll() override;
   core::steady_clock::time_point next_deadline() const override {
+    if (suspects_ != 0) return core::steady_clock::now();
     if (!backlog_.empty() || !resends_.empty()) return core::steady_clock::now() + backlog_retry;
     return in_flight_ != 0 ? next_sweep_ : core::steady_clock::time_point::max();
   }
@@ -99,9 +107,11 @@ class gga_worker::io_path final : public core::event_source {
     operation op = operation::none;
     gga_io_plan plan;
     uint32_t block = 0;
-    int lost = -1;         // stripe index of the half rebuilt on this block read, -1: none
+    int forced = -1;       // stripe index of the half a recovery read (§6.3) rebuilds, -1: none
     uint32_t sending = 0;  // rdma sends not completed yet
     uint8_t awaiting = 0;  // targets whose response is due (bit per target)
+    uint8_t asked = 0;     // targets asked in this step
+    uint8_t answered = 0;  // targets that answered this step with success
     bool retired = false;  // not used again: a target may still touch its chunk
     bool issuing = false;  // a step's requests are being sent: not settled before all are out
     uint32_t step = 0;     // stamps this step's requests: an older step's answer is not taken
@@ -129,6 +139,7 @@ class gga_worker::io_path final : public core::event_source {
   void on_replied(transaction& t, bool delivered) noexcept;
   // Steps of a transaction.
   void next_block(transaction& t) noexcept;
+  void ask_half(transaction& t, uint32_t target) noexcept;
   void issue(transaction& t, uint32_t target, io_message_type type, uint32_t io_size,
              uint64_t chunk_part, uint64_t storage_offset) noexcept;
   void submit_storage(uint32_t index, uint32_t target) noexcept;
@@ -138,7 +149,8 @@ class gga_worker::io_path final : public core::event_source {
   void settle(transaction& t) noexcept;
   void begin_step(transaction& t) noexcept;
   size_t sweep_deadlines() noexcept;
-  void recover(transaction& t) noexcept;
+  void settle_read(transaction& t) noexcept;
+  void recover(transaction& t, uint32_t lost_half) noexcept;
   void decompress(transaction& t) noexcept;
   void dma_from_host(transaction& t) noexcept;
   void compress(transaction& t) noexcept;
@@ -146,6 +158,15 @@ class gga_worker::io_path final : public core::event_source {
   void write_halves(transaction& t) noexcept;
   void fail(transaction& t, const char* what, status why) noexcept;
   void post_response_receive(uint32_t target, response_slot& s) noexcept;
+  // Degraded mode: a target that failed (its rdma connection, a send, a receive) or did not
+  // answer in time is suspected at once, from any callback; poll() then marks it lost for good,
+  // fences it (stops both its contexts) and settles the transactions that waited for it.
+  void suspect(uint32_t target) noexcept {
+    if (target < gga_target_count && (lost_ & (1u << target)) == 0)
+      suspects_ = static_cast<uint8_t>(suspects_ | (1u << target));
+  }
+  size_t take_suspects() noexcept;
+  bool is_lost(uint32_t target) const noexcept { return (lost_ & (1u << target)) != 0; }
   uint32_t index(const transaction& t) const noexcept {
     return static_cast<uint32_t>(&t - txns_.data());
   }
@@ -164,6 +185,10 @@ class gga_worker::io_path final : public core::event_source {
   uint64_t recoveries_ = 0;
   uint64_t errors_ = 0;
   uint64_t retired_ = 0;  // transaction slots given up after a storage timeout
+  uint64_t forced_ = 0;   // recovery reads the trigger asked for (§6.3 picks the half by it)
+  uint8_t lost_ = 0;      // targets lost for good (bit per target); engine thread
+  uint8_t suspects_ = 0;  // targets to be marked lost by the next poll()
+  std::atomic<uint8_t> lost_published_{0};  // lost_, for the control thread
   bool error_logged_ = false;
   std::unique_ptr<core::memory_map> messages_;
   core::buffer_inventory inventory_;
@@ -173,7 +198,6 @@ class gga_worker::io_path final : public core::event_source {
   retry_queue backlog_;
   // Storage requests UCX could not take yet: index * 3 + target, oldest first.
   retry_queue resends_;
-  std::atomic<bool> rdma_lost_{false};
   core::steady_clock::time_point next_sweep_{};
   // Declared last, destroyed first.
   std::unique_ptr<accel::lz4_engine> lz4_;
@@ -239,8 +263,8 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
       ctx->set_state_changed_callback(
           [this, k](core::context&, core::context_state previous, core::context_state next) {
             if (serving_ && previous == core::context_state::running &&
-                next != core::context_state::running && !rdma_lost_.exchange(true))
-              ZC_LOG_ERROR("worker {}: rdma connection to storage target {} lost", cpu_, k);
+                next != core::context_state::running)
+              suspect(k);
           });
     control_[k]->set_permissions(core::access::local_read_only);
     // The targets write the halves they read into our chunks and read the halves they write.
@@ -250,21 +274,21 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
         [this](rdma::send_task& t) { on_storage_sent(txns_[index_of(t) / gga_target_count]); },
         [this](rdma::send_task& t) {
           const uint64_t key = index_of(t);
+          const auto target = static_cast<uint32_t>(key % gga_target_count);
           // The target may have taken the request all the same: its chunk is not reused.
           txns_[key / gga_target_count].retired = true;
-          storage_send_failed(static_cast<uint32_t>(key / gga_target_count),
-                              static_cast<uint32_t>(key % gga_target_count), t.result());
+          // A send the transport gave up on: the connection is broken.
+          suspect(target);
+          storage_send_failed(static_cast<uint32_t>(key / gga_target_count), target, t.result());
         });
     control_[k]->configure<rdma::receive_task>(
         transactions,
         [this, k](rdma::receive_task& t) {
           on_storage_response(k, static_cast<uint32_t>(index_of(t)));
         },
-        [this, k](rdma::receive_task& t) {
-          if (!serving_) return;
-          note_error("rdma receive failed", t.result());
-          if (control_[k]->state() == core::context_state::running)
-            post_response_receive(k, responses_[k][index_of(t)]);
+        [this, k](rdma::receive_task&) {
+          // Receives fail only when the connection does (or at stop): not posted again.
+          if (serving_) suspect(k);
         });
     responses_[k].resize(transactions);
   }
@@ -480,7 +504,7 @@ void gga_worker::io_path::on_host_request(transaction& t) noexcept {
   t.block = 0;
   t.sending = 0;
   t.awaiting = 0;
-  t.lost = -1;
+  t.forced = -1;
   if (t.receive->received_length() != io_message_size) {
     // Too short to answer in place with the host's own user_data: dropped, the buffer reposted.
     note_error("IO message of the wrong length refused", status::invalid_value);
@@ -507,9 +531,11 @@ void gga_worker::io_path::on_host_request(transaction& t) noexcept {
     }
     case io_message_type::flush:
       // Every completed write of every target made durable (DESIGN §2), io_size 0.
+      // Degraded, the two targets left hold every completed write (writes are refused then).
       t.op = operation::flush;
       begin_step(t);
-      for (uint32_t k = 0; k < gga_target_count; ++k) issue(t, k, io_message_type::flush, 0, 0, 0);
+      for (uint32_t k = 0; k < gga_target_count; ++k)
+        if (!is_lost(k)) issue(t, k, io_message_type::flush, 0, 0, 0);
       t.issuing = false;
       settle(t);
       return;
@@ -566,24 +592,37 @@ void gga_worker::io_path::next_block(transaction& t) noexcept {
     finish(t, t.result);
     return;
   }
-  const uint64_t storage_offset = t.plan.target_offset + uint64_t(t.block) * half();
-  const gga_chunk_layout layout{block_size()};
   if (t.op == operation::read) {
-    t.lost = -1;
+    t.forced = trigger_.tick() ? static_cast<int>(gga_lost_half(++forced_)) : -1;
     begin_step(t);
-    if (trigger_.tick()) t.lost = static_cast<int>(gga_lost_half(++recoveries_));
-    // The half treated as lost is not asked; its place is taken by the parity (§6.3).
-    if (t.lost != 0)
-      issue(t, gga_data_1, io_message_type::read, half(), layout.d1(), storage_offset);
-    if (t.lost != 1)
-      issue(t, gga_data_2, io_message_type::read, half(), layout.d2(), storage_offset);
-    if (t.lost >= 0)
-      issue(t, gga_data_p, io_message_type::read, half(), layout.parity(), storage_offset);
+    // Two halves of the three: both data halves, or for a recovery read (§6.3) the other data
+    // half and the parity. A lost target's place is taken by the one not asked.
+    uint8_t want = t.forced < 0 ? uint8_t(0b011) : uint8_t(0b111 & ~(1u << t.forced));
+    for (uint32_t k = 0; k < gga_target_count; ++k) {
+      if ((want & (1u << k)) == 0 || !is_lost(k)) continue;
+      want = static_cast<uint8_t>((want & ~(1u << k)) | (0b111 & ~want));
+    }
+    for (uint32_t k = 0; k < gga_target_count; ++k)
+      if ((want & (1u << k)) != 0 && !is_lost(k)) ask_half(t, k);
     t.issuing = false;
     settle(t);
     return;
   }
+  // A stripe is written whole or not at all: with a target lost, a write would leave it short.
+  if (lost_ != 0) {
+    fail(t, "write refused: a storage target is lost", status::not_connected);
+    return;
+  }
   dma_from_host(t);
+}
+
+void gga_worker::io_path::ask_half(transaction& t, uint32_t target) noexcept {
+  const gga_chunk_layout layout{block_size()};
+  const uint64_t part = target == gga_data_1   ? layout.d1()
+                        : target == gga_data_2 ? layout.d2()
+                                               : layout.parity();
+  issue(t, target, io_message_type::read, half(), part,
+        t.plan.target_offset + uint64_t(t.block) * half());
 }
 
 void gga_worker::io_path::issue(transaction& t, uint32_t target, io_message_type type,
@@ -601,6 +640,7 @@ void gga_worker::io_path::issue(transaction& t, uint32_t target, io_message_type
   (void)t.request[target]->set_data(t.request[target]->head(), io_message_size);
   ++t.sending;
   t.awaiting = static_cast<uint8_t>(t.awaiting | (1u << target));
+  t.asked = static_cast<uint8_t>(t.asked | (1u << target));
   const uint32_t key = index(t) * gga_target_count + target;
   if (!resends_.empty()) {
     if (!resends_.push(key)) storage_send_failed(index(t), target, status::no_memory);
@@ -619,11 +659,17 @@ void gga_worker::io_path::submit_storage(uint32_t i, uint32_t target) noexcept {
   if (!ok(r)) storage_send_failed(i, target, r);
 }
 
-// A request that never left gets no response either: both are settled now.
+// A request that never left gets no response either: both are settled now. A transport failure
+// leaves the target suspected (the caller's doing) and the step short of its answer; a local one
+// (no room to queue the send) fails the transaction.
 void gga_worker::io_path::storage_send_failed(uint32_t i, uint32_t target, status why) noexcept {
   transaction& t = txns_[i];
-  note_error("storage request not sent", why);
-  if (t.result == status::success) t.result = why;
+  if (why == status::no_memory) {
+    note_error("storage request not sent", why);
+    if (t.result == status::success) t.result = why;
+  } else {
+    suspect(target);
+  }
   const uint8_t bit = static_cast<uint8_t>(1u << target);
   if (t.sending > 0) --t.sending;
   t.awaiting = static_cast<uint8_t>(t.awaiting & ~bit);
@@ -659,6 +705,7 @@ void gga_worker::io_path::on_storage_response(uint32_t target, uint32_t slot) no
   t.awaiting = static_cast<uint8_t>(t.awaiting & ~bit);
   // A target's failure becomes the host's result (the reference forced success, §8.3).
   if (!ok(result) && t.result == status::success) t.result = result;
+  if (ok(result)) t.answered = static_cast<uint8_t>(t.answered | bit);
   settle(t);
 }
 
@@ -679,30 +726,65 @@ void gga_worker::io_path::settle(transaction& t) noexcept {
   }
   switch (t.op) {
     case operation::read:
-      if (t.lost >= 0)
-        recover(t);
-      else
-        decompress(t);
+      settle_read(t);
       return;
     case operation::write:
+      // Every half written, or the stripe is not whole.
+      if (t.answered != 0b111) {
+        fail(t, "write lost a storage target half-way", status::io_failed);
+        return;
+      }
       ++t.block;
       next_block(t);
       return;
     default:
+      // A flush: durable on two targets is enough to rebuild every block.
+      if (std::popcount(t.answered) < 2) {
+        fail(t, "flush reached fewer than two storage targets", status::not_connected);
+        return;
+      }
       finish(t, t.result);
       return;
   }
 }
 
-void gga_worker::io_path::recover(transaction& t) noexcept {
+// Two halves in: decompress, or rebuild the missing data half first. Fewer: ask a target that was
+// not asked yet (the one left when another was lost meanwhile), or give up.
+void gga_worker::io_path::settle_read(transaction& t) noexcept {
+  constexpr uint8_t data_halves = 0b011;
+  if ((t.answered & data_halves) == data_halves && t.forced < 0) {
+    decompress(t);
+    return;
+  }
+  if (std::popcount(t.answered) >= 2 && (t.answered & 0b100) != 0) {
+    recover(t, (t.answered & 0b001) != 0 ? 1 : 0);
+    return;
+  }
+  if ((t.answered & data_halves) == data_halves) {
+    decompress(t);  // a recovery read whose parity target was lost: read as a regular one
+    return;
+  }
+  t.issuing = true;
+  for (uint32_t k = 0; k < gga_target_count; ++k)
+    if ((t.asked & (1u << k)) == 0 && !is_lost(k)) ask_half(t, k);
+  t.issuing = false;
+  if (t.awaiting != 0 || t.sending != 0) {
+    t.deadline = core::steady_clock::now() + config_.storage_timeout;
+    return;
+  }
+  fail(t, "block read lost two storage targets", status::not_connected);
+}
+
+void gga_worker::io_path::recover(transaction& t, uint32_t lost_half) noexcept {
+  ++recoveries_;
   const uint32_t h = half();
-  (void)t.d1->set_data(t.d1->head(), t.lost == 0 ? 0 : h);
-  (void)t.d2->set_data(t.d2->head(), t.lost == 1 ? 0 : h);
+  (void)t.d1->set_data(t.d1->head(), lost_half == 0 ? 0 : h);
+  (void)t.d2->set_data(t.d2->head(), lost_half == 1 ? 0 : h);
   (void)t.parity->set_data(t.parity->head(), h);
   // Survivors in stripe order; the rebuilt half lands in its own place in the chunk.
   accel::ec_recover_task* task =
-      t.lost == 0 ? ec_->allocate_recover(config_.matrix, 0, *t.d2, *t.parity, *t.d1)
-                  : ec_->allocate_recover(config_.matrix, 1, *t.d1, *t.parity, *t.d2);
+      lost_half == 0 ? ec_->allocate_recover(config_.matrix, 0, *t.d2, *t.parity, *t.d1)
+                     : ec_->allocate_recover(config_.matrix, 1, *t.d1, *t.parity, *t.d2);
   if (task == nullptr) {
     fail(t, "no EC recover task", status::no_memory);
     return;
@@ -780,6 +862,10 @@ void gga_worker::io_path::encode(transaction& t) noexcept {
 }
 
 void gga_worker::io_path::write_halves(transaction& t) noexcept {
+  if (lost_ != 0) {
+    fail(t, "write refused: a storage target is lost", status::not_connected);
+    return;
+  }
   const uint64_t storage_offset = t.plan.target_offset + uint64_t(t.block) * half();
   const gga_chunk_layout layout{block_size()};
   begin_step(t);
@@ -792,30 +878,62 @@ void gga_worker::io_path::write_halves(transaction& t) noexcept {
 
 void gga_worker::io_path::begin_step(transaction& t) noexcept {
   ++t.step;
+  t.asked = 0;
+  t.answered = 0;
   t.issuing = true;
   t.deadline = core::steady_clock::now() + config_.storage_timeout;
 }
 
-// A target that does not answer in time fails the transaction with time_out; its late answer is
-// dropped (the step no longer matches). Sends still in flight are waited for: their tasks have
-// their own deadline, and the buffers are not reused before they complete.
+// A target that does not answer in time is lost (logged once); the transactions that waited for
+// it go on without it. Their slots are retired: the silent target may still write into their
+// chunks when it wakes. Sends still in flight are waited for: their tasks have their own
+// deadline, and the buffers are not reused before they complete.
 size_t gga_worker::io_path::sweep_deadlines() noexcept {
   const auto now = core::steady_clock::now();
   size_t expired = 0;
   for (transaction& t : txns_) {
     if (t.awaiting == 0 || now < t.deadline) continue;
     ++expired;
-    note_error("storage did not answer in time", status::time_out);
-    if (t.result == status::success) t.result = status::time_out;
-    t.awaiting = 0;
+    for (uint32_t k = 0; k < gga_target_count; ++k)
+      if ((t.awaiting & (1u << k)) != 0 && !is_lost(k) && (suspects_ & (1u << k)) == 0) {
+        ZC_LOG_ERROR("worker {}: storage target {} did not answer within {} ms", cpu_, k,
+                     config_.storage_timeout.count());
+        suspect(k);
+      }
     t.retired = true;
-    settle(t);
   }
+  if (expired != 0) take_suspects();
   return expired;
 }
 
+size_t gga_worker::io_path::take_suspects() noexcept {
+  const uint8_t fresh = suspects_;
+  suspects_ = 0;
+  if (fresh == 0) return 0;
+  lost_ = static_cast<uint8_t>(lost_ | fresh);
+  lost_published_.store(lost_, std::memory_order_relaxed);
+  for (uint32_t k = 0; k < gga_target_count; ++k) {
+    const uint8_t bit = static_cast<uint8_t>(1u << k);
+    if ((fresh & bit) == 0) continue;
+    ZC_LOG_ERROR("worker {}: storage target {} lost; {}", cpu_, k,
+                 std::popcount(lost_) >= 2
+                     ? "two targets lost, no block can be read"
+                     : "reads are served degraded (EC recovery), writes refused");
+    // Fenced: whatever it still had in flight, it touches this worker's memory no more.
+    (void)control_[k]->stop();
+    (void)data_[k]->stop();
+  }
+  // Every transaction that waited for a lost target settles without it.
+  for (transaction& t : txns_) {
+    if ((t.awaiting & fresh) == 0) continue;
+    t.awaiting = static_cast<uint8_t>(t.awaiting & ~fresh);
+    settle(t);
+  }
+  return 1;
+}
+
 size_t gga_worker::io_path::poll() {
-  size_t done = 0;
+  size_t done = take_suspects();
   if (in_flight_ != 0 && core::steady_clock::now() >= next_sweep_) {
     done += sweep_deadlines();
     next_sweep_ = core::steady_clock::now() + deadline_sweep;
@@ -894,6 +1012,15 @@ void gga_worker::close_comch() {
 
 bool gga_worker::rdma_lost() const noexcept {
   return host_.rdma_lost();
+}
+
+uint8_t gga_worker::lost_targets() const noexcept {
+  const io_path* io = host_.io();
+  return io != nullptr ? io->lost_targets() : 0;
+}
+
+void gga_worker::lose_target(uint32_t target) {
+  host_.call([target](io_path& io) { io.lose_target(target); });
 }
 
 gga_worker_stats gga_worker::stats() {

@@ -5,7 +5,9 @@
 // transaction: k blocks, each two half reads (or one half + parity and an EC recovery) then LZ4
 // decompression straight into the host's pages; or DMA from the host, LZ4 compression, EC create
 // and three half writes; or a flush fanned out to the three targets. An error fails that
-// transaction (its reply carries the status), never the worker.
+// transaction (its reply carries the status), never the worker. A target that fails or stops
+// answering is lost for good: reads go on degraded (the missing half rebuilt through EC), writes
+// are refused with not_connected so that no stripe is left half-written.
 // Thread rules: as zero_copy_worker: the public methods are for the control thread and run their
 // work on the worker's thread with a bound.
 #pragma once
@@ -72,7 +74,13 @@ class gga_worker {
   void stop();
   void close_comch();
   gga_worker_stats stats();
+  // Two targets or more lost: no block can be read any more (one lost is served degraded).
   bool rdma_lost() const noexcept;
+  // The targets this worker has lost for good (bit per gga_target), from any thread.
+  uint8_t lost_targets() const noexcept;
+  // Tells the worker that `target` is gone (its control connection failed): it is fenced and
+  // the worker serves degraded from its next pass.
+  void lose_target(uint32_t target);
 
  private:
   class io_path;

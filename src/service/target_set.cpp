@@ -24,6 +24,7 @@ target_set::target_set(const std::vector<std::string>& addresses,
     }
     ZC_LOG_INFO("connected to storage {}", name(i));
   }
+  forgotten_.assign(channels_.size(), false);
 }
 
 target_set::~target_set() = default;
@@ -37,9 +38,15 @@ std::string target_set::name(size_t target) const {
                      target < addresses_.size() ? addresses_[target] : std::string("?"));
 }
 
+void target_set::forget(size_t target) {
+  if (target >= channels_.size()) return;
+  channels_[target]->close();
+  forgotten_[target] = true;
+}
+
 void target_set::lost(size_t target, const std::string& why) {
   channels_[target]->close();
-  throw target_lost(status::connection_reset,
+  throw target_lost(target, status::connection_reset,
                     fmt::format("storage {} connection lost: {}", name(target), why));
 }
 
@@ -117,18 +124,20 @@ message target_set::request(size_t target, const target_request& what, message_t
 }
 
 std::vector<message> target_set::request_all(const target_request& what, message_type expected) {
-  std::vector<uint32_t> mids;
-  for (size_t i = 0; i < channels_.size(); ++i) mids.push_back(send(i, what));
+  std::vector<std::pair<size_t, uint32_t>> mids;
+  for (size_t i = 0; i < channels_.size(); ++i)
+    if (!forgotten_[i]) mids.emplace_back(i, send(i, what));
   // One deadline for the whole fan-out, as the reference's per-batch wait.
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   std::vector<message> replies;
-  for (size_t i = 0; i < channels_.size(); ++i)
-    replies.push_back(wait_response(i, mids[i], expected, deadline));
+  for (const auto& [target, mid] : mids)
+    replies.push_back(wait_response(target, mid, expected, deadline));
   return replies;
 }
 
 void target_set::check_connections() {
   for (size_t i = 0; i < channels_.size(); ++i) {
+    if (forgotten_[i]) continue;
     auto& channel = *channels_[i];
     if (!channel.is_connected()) lost(i, "not connected");
     for (;;) {
@@ -159,7 +168,8 @@ void target_set::shutdown_all(uint32_t correlation_id) noexcept {
 
 std::vector<int> target_set::wait_fds() const {
   std::vector<int> fds;
-  for (const auto& c : channels_) fds.push_back(c->wait_fd());
+  for (size_t i = 0; i < channels_.size(); ++i)
+    if (!forgotten_[i]) fds.push_back(channels_[i]->wait_fd());
   return fds;
 }
 

@@ -30,10 +30,15 @@ struct target_request {
   storage::message_payload payload;
 };
 
-// A target's control connection failed: the session cannot go on.
+// A target's control connection failed: the session cannot go on without it.
 class target_lost : public status_error {
  public:
-  using status_error::status_error;
+  target_lost(size_t target, status code, const std::string& what)
+      : status_error(code, what), target_(target) {}
+  size_t target() const noexcept { return target_; }
+
+ private:
+  size_t target_;
 };
 
 // Answers to other requests a wait drops before it counts the target as broken.
@@ -54,6 +59,12 @@ class target_set {
   // The mid the next message will carry.
   uint32_t next_message_id() const noexcept { return next_mid_; }
   bool connected(size_t target) const noexcept;
+  // Gives a lost target up for the rest of the program (a gga session served degraded): its
+  // channel is closed, and request_all, check_connections and shutdown_all pass it by.
+  void forget(size_t target);
+  bool forgotten(size_t target) const noexcept {
+    return target < forgotten_.size() && forgotten_[target];
+  }
   // "target 0 (127.0.0.1:1234)", for logs and error texts.
   std::string name(size_t target) const;
 
@@ -64,7 +75,8 @@ class target_set {
   // (Ctrl-C), and target_lost when the connection failed (sending or waiting).
   storage::message request(size_t target, const target_request& what,
                            storage::message_type expected);
-  // The same request to every target (one mid each), then every response, in target order.
+  // The same request to every target not forgotten (one mid each), then their responses, in
+  // target order.
   std::vector<storage::message> request_all(const target_request& what,
                                             storage::message_type expected);
 
@@ -89,6 +101,7 @@ class target_set {
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<storage::tcp_client_channel>> channels_;
   uint32_t next_mid_ = 0;  // REFERENCE_SPEC §2.5: from 0, shared by every target
+  std::vector<bool> forgotten_;
 };
 
 // The target's response turned into the answer to the client: the target's type and payload,

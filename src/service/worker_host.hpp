@@ -76,6 +76,8 @@ class worker_host {
                    limits_.drain.count());
   }
   bool rdma_lost() const noexcept { return io_ && io_->rdma_lost(); }
+  // For what IoPath publishes to any thread (atomics); null before build().
+  const IoPath* io() const noexcept { return io_.get(); }
 
  private:
   uint32_t cpu_;

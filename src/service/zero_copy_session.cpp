@@ -24,14 +24,9 @@ zero_copy_session::~zero_copy_session() {
 message zero_copy_session::forward(const message& request, message_type type,
                                    storage::message_payload payload, message_type expected) {
   last_correlation_id_ = request.correlation_id;
-  try {
+  return on_targets([&] {
     return targets_.request(0, {type, request.correlation_id, std::move(payload)}, expected);
-  } catch (const target_lost& e) {
-    throw session_lost(e.code(), e.what());
-  } catch (const status_error& e) {
-    if (e.code() == status::shutdown) throw session_lost(e.code(), e.what());
-    throw;
-  }
+  });
 }
 
 message zero_copy_session::on_query(const message& request) {
@@ -75,28 +70,21 @@ message zero_copy_session::on_init(const message& request) {
       return relay(reply, request);
     }
     // One by one in index order, each consumer started before the next worker is built: worker
-    // i's consumer has the i-th smallest id (the pairing rule, peer_consumers.hpp).
+    // i's consumer has the i-th smallest id (the pairing rule, storage/peer_consumers.hpp).
     comch::connection* conn = client_.server().connection();
     if (conn == nullptr) throw session_lost(status::not_connected, "client connection lost");
     for (uint32_t i = 0; i < init->core_count; ++i) {
-      workers_.push_back(std::make_unique<zero_copy_worker>(
+      zero_copy_worker& w = workers_.add(std::make_unique<zero_copy_worker>(
           options_.cpus[i], options_.poll_mode, device_, *conn, n,
           zero_copy_worker_limits{options_.control_timeout, options_.control_timeout}));
-      zero_copy_worker& w = *workers_.back();
-      std::optional<message> refused;
-      try {
-        refused = connect_worker(
+      const std::optional<message> refused = on_targets([&] {
+        return connect_worker(
             targets_, request, i,
             {[&w](uint32_t, storage::rdma_role role) { return w.export_connection(role); },
              [&w](uint32_t, storage::rdma_role role, std::span<const uint8_t> blob) {
                w.connect(role, blob);
              }});
-      } catch (const target_lost& e) {
-        throw session_lost(e.code(), e.what());
-      } catch (const status_error& e) {
-        if (e.code() == status::shutdown) throw session_lost(e.code(), e.what());
-        throw;
-      }
+      });
       if (refused) {
         teardown();
         return *refused;
@@ -120,25 +108,15 @@ message zero_copy_session::on_start(const message& request) {
   if (reply.type == message_type::error_response) return relay(reply, request);
   // The client announces its consumers before its start request; our contexts must run. Both
   // bounded (the reference waited forever, §8.3).
-  const size_t cores = workers_.size();
-  const std::vector<uint32_t> ids = await_client_consumers(
-      client_, cores,
-      [&] {
-        for (auto& w : workers_)
-          if (!w->ready()) return false;
-        return true;
-      },
-      options_.control_timeout);
-  for (size_t i = 0; i < cores; ++i) workers_[i]->start_data_path(ids[i]);
-  started_ = true;
-  ZC_LOG_INFO("data path started on {} workers", cores);
+  workers_.start(client_, options_.control_timeout);
+  ZC_LOG_INFO("data path started on {} workers", workers_.size());
   return relay(reply, request);
 }
 
 message zero_copy_session::on_stop(const message& request) {
   // Ours drain first: the IOs in flight still need the target, and once the target stops its
   // connections, their failure is no error of ours.
-  for_each_worker(workers_, [](auto& w) { w.drain(); });
+  workers_.drain();
   std::optional<message> reply;
   std::exception_ptr failure;
   try {
@@ -147,9 +125,8 @@ message zero_copy_session::on_stop(const message& request) {
   } catch (...) {
     failure = std::current_exception();
   }
-  stop_workers();
-  // The host sees our consumers expire.
-  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
+  workers_.stop();
+  workers_.close_comch();
   if (failure) std::rethrow_exception(failure);
   return relay(*reply, request);
 }
@@ -166,11 +143,7 @@ message zero_copy_session::on_shutdown(const message& request) {
 }
 
 void zero_copy_session::check_health() {
-  try {
-    targets_.check_connections();
-  } catch (const target_lost& e) {
-    throw session_lost(e.code(), e.what());
-  }
+  on_targets([this] { targets_.check_connections(); });
   // A data path that lost its target while the control connection lives on (a link down, a
   // target worker gone) leaves the host's IOs unanswered: the session ends, so they fail now.
   for (const auto& w : workers_)
@@ -189,25 +162,15 @@ void zero_copy_session::abort(const std::string& why) noexcept {
   targets_.shutdown_all(last_correlation_id_);
 }
 
-void zero_copy_session::stop_workers() noexcept {
-  if (workers_.empty() || workers_stopped_) return;
-  workers_stopped_ = true;
-  errors_ += stop_and_collect(workers_, stats_);
-}
-
 void zero_copy_session::teardown() noexcept {
-  if (started_) stop_workers();
-  started_ = false;
-  for_each_worker(workers_, [](auto& w) { w.close_comch(); });
   workers_.clear();
-  workers_stopped_ = false;
   if (host_map_) host_map_->withdraw_rdma_export();
   host_map_.reset();
 }
 
 std::vector<storage::core_stats> zero_copy_session::stats() const {
   std::vector<storage::core_stats> out;
-  for (const auto& s : stats_)
+  for (const auto& s : workers_.stats())
     out.push_back({s.cpu, s.operations, std::nullopt, s.pe_hits, s.pe_misses});
   if (out.empty())
     for (uint32_t cpu : options_.cpus) out.push_back({cpu, 0, std::nullopt, 0, 0});

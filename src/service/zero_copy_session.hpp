@@ -14,6 +14,7 @@
 #include "core/memory_map.hpp"
 #include "core/progress_engine.hpp"
 #include "service/client_session.hpp"
+#include "service/session_workers.hpp"
 #include "service/target_set.hpp"
 #include "service/zero_copy_worker.hpp"
 #include "storage/stats.hpp"
@@ -44,14 +45,13 @@ class zero_copy_session final : public request_handler {
   // One block per worker of the last session (one empty block per --cpu when none ran).
   std::vector<storage::core_stats> stats() const;
   // Data-path errors counted by the workers.
-  uint64_t data_path_errors() const noexcept { return errors_; }
+  uint64_t data_path_errors() const noexcept { return workers_.errors(); }
   bool failed() const noexcept { return failed_; }
 
  private:
   // The target's answer to `type`, or a status_error the loop turns into an error_response.
   storage::message forward(const storage::message& request, storage::message_type type,
                            storage::message_payload payload, storage::message_type expected);
-  void stop_workers() noexcept;
   void teardown() noexcept;
 
   zero_copy_options options_;
@@ -59,12 +59,8 @@ class zero_copy_session final : public request_handler {
   target_set& targets_;
   client_link& client_;
   std::unique_ptr<core::memory_map> host_map_;  // the host's IO region, re-exported for rdma
-  std::vector<std::unique_ptr<zero_copy_worker>> workers_;
-  std::vector<zero_copy_worker_stats> stats_;
-  bool started_ = false;
-  bool workers_stopped_ = false;
+  session_workers<zero_copy_worker, zero_copy_worker_stats> workers_;
   bool failed_ = false;
-  uint64_t errors_ = 0;
   uint32_t last_correlation_id_ = 0;
 };
 

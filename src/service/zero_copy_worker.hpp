@@ -38,8 +38,8 @@ class zero_copy_worker {
  public:
   // conn: the client's comch connection; transactions: N (1..max_worker_transactions). Builds
   // and starts the comch consumer before returning, so its id is assigned (the pairing rule of
-  // peer_consumers.hpp) and the rdma contexts, ready to connect. The device must outlive the
-  // worker. Throws status_error.
+  // storage/peer_consumers.hpp) and the rdma contexts, ready to connect. The device must outlive
+  // the worker. Throws status_error.
   zero_copy_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
                    comch::connection& conn, uint32_t transactions,
                    zero_copy_worker_limits limits = {});

@@ -1,6 +1,6 @@
 // A minimal initiator for tests that drive a service directly: the comch control client (mid ==
 // cid, as the initiator sends them), an IO region exported for PCI, and per host worker a comch
-// consumer and producer paired by the rule of service/peer_consumers.hpp; IO messages with any
+// consumer and producer paired by the rule of storage/peer_consumers.hpp; IO messages with any
 // field values, answers collected in arrival order. Every wait is bounded. Header-only, for
 // tests/integration. Thread rules: the test's thread (the channel's engine is polled by pump()).
 #pragma once
@@ -20,9 +20,9 @@
 #include "comch/producer.hpp"
 #include "core/buffer.hpp"
 #include "core/memory_map.hpp"
-#include "service/peer_consumers.hpp"
 #include "storage/comch_control_channel.hpp"
 #include "storage/io_message.hpp"
+#include "storage/peer_consumers.hpp"
 
 namespace zc::test {
 
@@ -73,7 +73,7 @@ class host {
 
   storage::comch_control_client& client() { return *client_; }
   core::memory_map& region() { return *region_; }
-  const service::peer_consumers& service_consumers() const { return service_consumers_; }
+  const storage::peer_consumers& service_consumers() const { return service_consumers_; }
 
   // Polls the channel once (bounded); a control message that arrives here is kept.
   storage::receive_result pump(std::chrono::milliseconds timeout = 5ms) {
@@ -271,7 +271,7 @@ class host {
   std::unique_ptr<core::memory_map> messages_;
   core::buffer_inventory inventory_;
   std::vector<core::buffer*> buffers_;
-  service::peer_consumers service_consumers_;
+  storage::peer_consumers service_consumers_;
   uint32_t next_id_ = 0;
   std::deque<io_result> responses_;
   uint64_t sent_ = 0;

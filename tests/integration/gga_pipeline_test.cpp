@@ -297,11 +297,8 @@ TEST(gga_pipeline, incompressible_writes_fail_their_transactions_not_the_service
     EXPECT_EQ(t->wait(start_timeout), std::optional<int>(0)) << p.all_output();
 }
 
-// A target that stops answering (SIGSTOP: its connections stay up) fails the IOs waiting for it
-// with TIME_OUT within the control timeout: the host hears of every IO and the run ends, bounded;
-// the slots of those IOs are retired.
-TEST(gga_pipeline, a_silent_target_fails_the_ios_waiting_for_it_in_bounded_time) {
-  gga_pipeline p({});
+// Starts a read-only validity run that goes on until SIGINT, and waits until it runs.
+void start_endless_reads(gga_pipeline& p) {
   const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
   ASSERT_TRUE(p.generate(plain)) << p.all_output();
   ASSERT_TRUE(p.start_targets()) << p.all_output();
@@ -312,18 +309,87 @@ TEST(gga_pipeline, a_silent_target_fails_the_ios_waiting_for_it_in_bounded_time)
   ASSERT_TRUE(p.initiator->wait_for_output("running read_only_data_validity_test", start_timeout))
       << p.all_output();
   std::this_thread::sleep_for(200ms);
-  p.targets[1]->signal(SIGSTOP);
-  const auto code = p.initiator->wait(run_timeout);
-  p.targets[1]->signal(SIGCONT);
-  ASSERT_TRUE(code.has_value()) << p.all_output();
-  EXPECT_NE(*code, 0) << p.all_output();
-  EXPECT_NE(p.service->output().find("storage did not answer in time"), std::string::npos)
+}
+
+// After the service said it lost `target`, reads go on for a while, every one validated by the
+// initiator; then Ctrl-C ends the run cleanly and the degraded session with it.
+void expect_reads_survive(gga_pipeline& p, size_t target) {
+  ASSERT_TRUE(p.service->wait_for_output("lost (", run_timeout)) << p.all_output();
+  EXPECT_NE(p.service->output().find("serving degraded"), std::string::npos) << p.all_output();
+  // Reads keep being served (and checked byte for byte) with the target gone.
+  std::this_thread::sleep_for(1500ms);
+  ASSERT_FALSE(p.initiator->wait(0ms).has_value()) << p.all_output();
+  p.initiator->signal(SIGINT);
+  EXPECT_EQ(p.initiator->wait(run_timeout), std::optional<int>(130)) << p.all_output();
+  EXPECT_EQ(p.initiator->output().find("Test failed"), std::string::npos) << p.all_output();
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  const std::string svc = p.service->output();
+  EXPECT_NE(svc.find("| Storage: degraded, target " + std::to_string(target)), std::string::npos)
+      << svc;
+  // A lost data half is rebuilt on every read; with the parity lost, reads need no rebuild.
+  const bool rebuilt = svc.find("| Recovery count: 0\n") == std::string::npos;
+  EXPECT_EQ(rebuilt, target != 2) << svc;
+  for (size_t k = 0; k < 3; ++k) {
+    if (k == target) continue;
+    EXPECT_EQ(p.targets[k]->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  }
+}
+
+// A target killed mid-run (kill -9): the service marks it lost, and every read from then on is
+// served from the other two halves (through EC recovery when a data half is gone) and validates.
+class killed_target : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(killed_target, reads_keep_validating_through_recovery) {
+  gga_pipeline p({});
+  start_endless_reads(p);
+  if (HasFatalFailure()) return;
+  p.targets[GetParam()]->signal(SIGKILL);
+  expect_reads_survive(p, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(gga_pipeline, killed_target, ::testing::Values(size_t(1), size_t(2)),
+                         [](const auto& info) { return info.param == 2 ? "parity" : "data_2"; });
+
+// A target that stops answering (SIGSTOP: its connections stay up) is lost once a request waits
+// for it past the storage deadline (the control timeout): reads go on degraded, and the slots of
+// the IOs that waited are retired (the target may still write into their chunks when it wakes).
+TEST(gga_pipeline, a_silent_target_is_lost_in_bounded_time_and_reads_go_on) {
+  gga_pipeline p({});
+  start_endless_reads(p);
+  if (HasFatalFailure()) return;
+  p.targets[0]->signal(SIGSTOP);
+  expect_reads_survive(p, 0);
+  p.targets[0]->signal(SIGCONT);
+  EXPECT_NE(p.service->output().find("storage target 0 did not answer within"), std::string::npos)
       << p.all_output();
-  // Its chunk may still be written by the target when it wakes: not handed to another IO.
   EXPECT_NE(p.service->output().find("a transaction slot is retired after a storage timeout"),
             std::string::npos)
       << p.all_output();
-  EXPECT_TRUE(p.service->wait(run_timeout).has_value()) << p.all_output();
+}
+
+// Writes after a target is lost are refused whole (NOT_CONNECTED), never written to two halves of
+// three; one that was under way when it went fails with IO_FAILED. The initiator's
+// write-then-read run fails with that status and says so.
+TEST(gga_pipeline, writes_after_a_lost_target_are_refused_not_half_written) {
+  gga_pipeline p({});
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_write_data_validity_test", {"--transaction-count", "8"}, 100000000);
+  ASSERT_TRUE(p.initiator->wait_for_output("running read_write_data_validity_test", start_timeout))
+      << p.all_output();
+  p.targets[2]->signal(SIGKILL);
+  const auto code = p.initiator->wait(run_timeout);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_EQ(*code, 1) << p.all_output();
+  const std::string out = p.initiator->output();
+  EXPECT_TRUE(out.find("DOCA_ERROR_NOT_CONNECTED") != std::string::npos ||
+              out.find("DOCA_ERROR_IO_FAILED") != std::string::npos)
+      << p.all_output();
+  const std::string svc = p.service->output();
+  EXPECT_TRUE(svc.find("write refused: a storage target is lost") != std::string::npos ||
+              svc.find("write lost a storage target half-way") != std::string::npos)
+      << p.all_output();
+  EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
 }
 
 // Images that do not rebuild (parity made with vandermonde, recovered with cauchy): each such

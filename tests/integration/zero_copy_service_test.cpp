@@ -20,7 +20,7 @@
 #include "core/buffer.hpp"
 #include "core/memory_map.hpp"
 #include "integration/comch_host.hpp"
-#include "service/peer_consumers.hpp"
+#include "storage/peer_consumers.hpp"
 #include "storage/comch_control_channel.hpp"
 #include "storage/io_message.hpp"
 #include "support/subprocess.hpp"

@@ -5,8 +5,12 @@
 //   const uint64_t before = zc::test::allocations_on_this_thread();
 //   ... work on this thread ...
 //   EXPECT_EQ(zc::test::allocations_on_this_thread(), before);
+//
+// allocations_in_process() counts every thread's, for threads a test cannot run code on (a
+// worker's private engine thread): the process's count minus those of the threads it knows.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
@@ -18,13 +22,19 @@
 namespace zc::test {
 
 inline thread_local uint64_t allocation_count = 0;
+inline std::atomic<uint64_t> process_allocation_count{0};
 
 inline uint64_t allocations_on_this_thread() noexcept {
   return allocation_count;
 }
 
+inline uint64_t allocations_in_process() noexcept {
+  return process_allocation_count.load(std::memory_order_relaxed);
+}
+
 inline void* counted_allocation(std::size_t n) noexcept {
   ++allocation_count;
+  process_allocation_count.fetch_add(1, std::memory_order_relaxed);
   return std::malloc(n == 0 ? 1 : n);
 }
 

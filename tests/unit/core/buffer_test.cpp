@@ -165,6 +165,45 @@ TEST_F(buffer_test, set_data_outside_the_buffer_is_refused_and_changes_nothing) 
   }
 }
 
+TEST_F(buffer_test, reset_moves_the_window_inside_the_same_map_without_the_inventory) {
+  buffer* b = nullptr;
+  ASSERT_EQ(inventory.get_by_data(*map, base + 8, 16, b), status::success);
+  ASSERT_EQ(b->reset(base + 512, 256), status::success);
+  EXPECT_EQ(b->head(), base + 512);
+  EXPECT_EQ(b->capacity(), 256u);
+  EXPECT_EQ(b->data(), base + 512);
+  EXPECT_EQ(b->data_length(), 0u);
+  EXPECT_EQ(&b->map(), map.get());
+  EXPECT_EQ(b->map_offset(), 512u);
+  EXPECT_EQ(inventory.available(), 3u) << "a reset neither takes nor returns a descriptor";
+  EXPECT_EQ(b->reset(base, map_bytes), status::success);
+  EXPECT_EQ(b->reset(base + map_bytes, 0), status::success);
+}
+
+TEST_F(buffer_test, reset_outside_the_map_is_refused_and_changes_nothing) {
+  buffer* b = nullptr;
+  ASSERT_EQ(inventory.get_by_data(*map, base + 100, 20, b), status::success);
+  struct range {
+    uint8_t* head;
+    size_t capacity;
+  };
+  const range bad[] = {
+      {base - 1, 1},              // starts before
+      {base + map_bytes - 8, 9},  // runs past the end
+      {base + map_bytes, 1},      // starts at the end
+      {base + map_bytes + 1, 0},  // starts past the end
+      {base + 1, max_size},       // length wraps
+      {nullptr, 1},
+  };
+  for (const auto& r : bad) {
+    EXPECT_EQ(b->reset(r.head, r.capacity), status::invalid_value);
+    EXPECT_EQ(b->head(), base + 100);
+    EXPECT_EQ(b->capacity(), 20u);
+    EXPECT_EQ(b->data(), base + 100);
+    EXPECT_EQ(b->data_length(), 20u);
+  }
+}
+
 TEST_F(buffer_test, buffer_over_a_remote_map_uses_the_exporters_addresses) {
   auto exported = memory_map::wrap(memory.data(), memory.size(), access::rdma_read);
   auto remote = memory_map::import_rdma(exported->export_rdma());

@@ -204,6 +204,7 @@ TEST(target_set, a_lost_connection_is_target_lost) {
     FAIL() << "no failure";
   } catch (const target_lost& e) {
     EXPECT_NE(std::string(e.what()).find("connection lost"), std::string::npos) << e.what();
+    EXPECT_EQ(e.target(), 0u);
   }
   EXPECT_FALSE(targets.connected(0));
   EXPECT_THROW(targets.check_connections(), target_lost);
@@ -225,6 +226,26 @@ TEST(target_set, check_connections_notices_a_target_that_went_away_between_reque
     }
   }
   EXPECT_TRUE(lost);
+}
+
+// A gga session that goes on degraded gives the lost target up: the fan-out and the health check
+// pass it by, and the survivors still get their requests with one mid each.
+TEST(target_set, a_forgotten_target_is_passed_by) {
+  fake_target a(answer_as_expected), b(answer_as_expected);
+  target_set targets({a.address(), b.address()}, 5s);
+  targets.forget(0);
+  EXPECT_TRUE(targets.forgotten(0));
+  EXPECT_FALSE(targets.forgotten(1));
+  EXPECT_FALSE(targets.connected(0));
+  EXPECT_NO_THROW(targets.check_connections());
+  const auto replies = targets.request_all({message_type::query_storage_request, 7, {}},
+                                           message_type::query_storage_response);
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].type, message_type::query_storage_response);
+  EXPECT_EQ(targets.wait_fds().size(), 1u);
+  // Asked on its own, it is lost, not a hang.
+  EXPECT_THROW((void)targets.request(0, query(1), message_type::query_storage_response),
+               target_lost);
 }
 
 TEST(target_set, connecting_gives_up_at_the_control_timeout) {

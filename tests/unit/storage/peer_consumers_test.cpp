@@ -1,8 +1,8 @@
-#include "service/peer_consumers.hpp"
+#include "storage/peer_consumers.hpp"
 
 #include <gtest/gtest.h>
 
-namespace zc::service {
+namespace zc::storage {
 namespace {
 
 using kind = storage::consumer_event::kind;
@@ -66,4 +66,4 @@ TEST(peer_consumers, repeated_and_unknown_events_change_nothing) {
 }
 
 }  // namespace
-}  // namespace zc::service
+}  // namespace zc::storage

@@ -1,11 +1,11 @@
-#include "service/peer_consumers.hpp"
+#include "storage/peer_consumers.hpp"
 
 #include <iterator>
 
-namespace zc::service {
+namespace zc::storage {
 
-void peer_consumers::apply(const storage::consumer_event& event) {
-  if (event.what == storage::consumer_event::kind::created)
+void peer_consumers::apply(const consumer_event& event) {
+  if (event.what == consumer_event::kind::created)
     live_.insert(event.id);
   else
     live_.erase(event.id);
@@ -16,4 +16,4 @@ std::optional<uint32_t> peer_consumers::for_worker(size_t worker) const {
   return *std::next(live_.begin(), static_cast<std::ptrdiff_t>(worker));
 }
 
-}  // namespace zc::service
+}  // namespace zc::storage

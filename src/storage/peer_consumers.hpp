@@ -16,13 +16,13 @@
 
 #include "storage/comch_control_channel.hpp"
 
-namespace zc::service {
+namespace zc::storage {
 
 class peer_consumers {
  public:
   // created: the id joins the live set; expired: it leaves it. A repeated or unknown event
   // changes nothing.
-  void apply(const storage::consumer_event& event);
+  void apply(const consumer_event& event);
 
   // Live ids, smallest first: ids()[i] is worker i's peer consumer.
   std::vector<uint32_t> ids() const { return {live_.begin(), live_.end()}; }
@@ -37,4 +37,4 @@ class peer_consumers {
   std::set<uint32_t> live_;
 };
 
-}  // namespace zc::service
+}  // namespace zc::storage
