@@ -128,6 +128,7 @@ struct server::connection {
   bool structured = false;
   bool meta_context = false;
   bool transmission = false;
+  clock_type::time_point handshake_deadline{};
   std::vector<request> requests;
   std::vector<uint32_t> free;
   uint32_t in_flight = 0;
@@ -265,6 +266,7 @@ void server::run() {
   bool draining = false;
   clock_type::time_point drain_deadline{};
   for (;;) {
+    close_stale_handshakes();  // first: nothing is marked dirty yet, so it may reap
     if (stopping() && !draining) {
       draining = true;
       drain_deadline = clock_type::now() + options_.drain_timeout;
@@ -296,7 +298,11 @@ void server::run() {
         if (!c->dead && !c->out.empty()) busy = true;
       if (!busy || clock_type::now() >= drain_deadline) break;
     }
-    const int timeout_ms = draining ? 50 : -1;
+    // Handshakes in progress are checked for their deadline at least every 100 ms.
+    bool handshaking = false;
+    for (auto& [p, c] : connections_)
+      if (!c->dead && !c->transmission) handshaking = true;
+    const int timeout_ms = draining ? 50 : handshaking ? 100 : -1;
     const int n = ::epoll_wait(epoll_.get(), events.data(), epoll_batch, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -391,6 +397,7 @@ void server::accept_from(int listener) {
       continue;
     }
     c.interest = EPOLLIN;
+    c.handshake_deadline = clock_type::now() + options_.handshake_timeout;
     reply greeting;
     append_greeting(greeting.extra, handshake_flag::fixed_newstyle | handshake_flag::no_zeroes);
     c.out.push_back(std::move(greeting));
@@ -1037,6 +1044,19 @@ void server::close_connection(connection& c) {
     c.free.push_back(i);
     --c.in_flight;
     c.in_flight_bytes -= q.bytes;
+  }
+}
+
+void server::close_stale_handshakes() {
+  const auto now = clock_type::now();
+  std::vector<connection*> stale;
+  for (auto& [p, c] : connections_)
+    if (!c->dead && !c->transmission && now >= c->handshake_deadline) stale.push_back(c.get());
+  for (connection* c : stale) {
+    ZC_LOG_WARN("nbd: a client did not finish its handshake in {} ms: closed",
+                options_.handshake_timeout.count());
+    close_connection(*c);
+    reap(*c);
   }
 }
 

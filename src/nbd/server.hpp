@@ -5,7 +5,8 @@
 // A connection stops being read while it has max_in_flight requests (or max_in_flight_bytes of
 // IO memory) unanswered, and starts again as its replies drain: a client that does not read its
 // replies holds up no one else. Anything the protocol does not allow there (a bad magic, client
-// flags it does not know) closes that connection only.
+// flags it does not know) closes that connection only, and so does a handshake not finished
+// within handshake_timeout.
 //
 //   zc::nbd::server s(backend, {.export_name = ""});
 //   s.listen_unix("/tmp/zc.sock");
@@ -37,6 +38,9 @@ struct server_options {
   uint32_t max_in_flight = 128;   // requests per connection not yet answered
   uint32_t preferred_block_size = 4096;
   uint32_t max_block_size = 32u << 20;  // the largest READ or WRITE accepted
+  // A connection still in the handshake after this long is closed: idle connections must not
+  // hold every slot of max_connections.
+  std::chrono::milliseconds handshake_timeout{10000};
   // After stop(): how long the IO in flight and the replies still queued may take.
   std::chrono::milliseconds drain_timeout{10000};
 };
@@ -98,6 +102,7 @@ class server {
   void update_interest(connection& c);
   void close_connection(connection& c);
   void reap(connection& c);
+  void close_stale_handshakes();
   bool reading_allowed(const connection& c) const;
   uint16_t transmission_flags() const noexcept;
 

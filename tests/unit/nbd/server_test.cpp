@@ -683,6 +683,17 @@ TEST(nbd_server, a_client_that_does_not_read_replies_holds_up_no_one_else) {
   }
 }
 
+TEST(nbd_server, a_handshake_that_stalls_is_closed) {
+  served s({.max_connections = 1, .handshake_timeout = 200ms});
+  raw_client idle(s.socket_path());
+  ASSERT_EQ(idle.recv(server_greeting_size).size(), server_greeting_size);
+  EXPECT_TRUE(idle.closed_by_peer());  // within the client's 5 s receive timeout
+  // Its slot is free again.
+  raw_client next(s.socket_path());
+  ASSERT_TRUE(next.start());
+  EXPECT_TRUE(next.go());
+}
+
 TEST(nbd_server, stop_finishes_what_is_in_flight) {
   served s;
   raw_client c(s.socket_path());
