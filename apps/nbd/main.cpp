@@ -45,8 +45,9 @@ int run(const nbd_app::nbd_config& config) {
     session.init(nbd::host_backend::region_size(backend_options, workers), config.transaction_count,
                  workers);
     for (uint32_t i = 0; i < workers; ++i)
-      session.add_worker(config.cpus[i], {.slots = config.transaction_count,
-                                          .io_timeout = config.control_timeout()});
+      session.add_worker(config.cpus[i],
+                         {.slots = config.transaction_count,
+                          .io_timeout = host::io_timeout_for(config.control_timeout())});
     session.wait_ready();
     session.start();
   } catch (const status_error& e) {
@@ -88,6 +89,7 @@ int run(const nbd_app::nbd_config& config) {
         server.run();
       } catch (...) {
         server_failure = std::current_exception();
+        core::request_stop();  // nothing is served any more: the program ends and says why
       }
     });
     while (!core::stop_requested()) {

@@ -13,8 +13,8 @@ namespace zc::nbd {
 
 using storage::io_message_type;
 
-struct host_backend::host_io {
-  io x;  // handed to the server
+// What the server holds is the io part; the backend gets back to the rest with a static_cast.
+struct host_backend::host_io : io {
   lane* owner = nullptr;
   std::vector<uint32_t> slots;  // of owner's worker, one per slice, in order
   std::vector<iovec> vecs;
@@ -80,6 +80,7 @@ host_backend::host_backend(host::session& session, host_backend_options options)
     free_ios_.push_back(h.get());
     ios_.push_back(std::move(h));
   }
+  done_.reserve(total);  // complete() runs on worker threads and must not allocate
   for (auto& l : lanes_) {
     lane* lp = l.get();
     lp->worker->thread().call([this, lp] {
@@ -129,16 +130,16 @@ io* host_backend::acquire(uint32_t length) noexcept {
         left -= n;
       }
     }
-    h->x = io{};
-    h->x.length = length;
-    h->x.segments = h->vecs;
-    return &h->x;
+    static_cast<io&>(*h) = io{};
+    h->length = length;
+    h->segments = h->vecs;
+    return h;
   }
   return nullptr;
 }
 
 void host_backend::submit(io& x) noexcept {
-  auto& h = reinterpret_cast<host_io&>(x);  // x is host_io's first member
+  auto& h = static_cast<host_io&>(x);
   lane& l = *h.owner;
   h.pending = static_cast<uint32_t>(h.slots.size());
   h.error = status::success;
@@ -174,7 +175,7 @@ void host_backend::run_inbox(lane& l) noexcept {
   }
   host::io_queue& q = *l.worker->queue();
   for (host_io* h : l.running) {
-    const io& x = h->x;
+    const io& x = *h;
     const auto type = x.kind == io_kind::read    ? io_message_type::read
                       : x.kind == io_kind::write ? io_message_type::write
                                                  : io_message_type::flush;
@@ -222,14 +223,14 @@ void host_backend::take_completions(std::vector<io*>& out) {
   (void)!::read(done_fd_.get(), &v, sizeof v);
   std::lock_guard lock(done_mutex_);
   for (host_io* h : done_) {
-    h->x.result = h->error;
-    out.push_back(&h->x);
+    h->result = h->error;
+    out.push_back(h);
   }
   done_.clear();
 }
 
 void host_backend::release(io& x) noexcept {
-  auto& h = reinterpret_cast<host_io&>(x);
+  auto& h = static_cast<host_io&>(x);
   lane& l = *h.owner;
   for (uint32_t slot : h.slots) {
     l.owner[slot] = nullptr;

@@ -63,24 +63,24 @@ std::optional<go_request> decode_go(std::span<const uint8_t> data) {
   return go_request{*name, data.subspan(at)};
 }
 
-std::string_view meta_context_request::query(uint32_t i) const noexcept {
-  size_t at = 0;
-  std::string_view q;
-  for (uint32_t k = 0; k <= i; ++k) q = *take_string(queries, at);  // checked by the decoder
-  return q;
-}
-
 std::optional<meta_context_request> decode_meta_context(std::span<const uint8_t> data) {
   size_t at = 0;
   auto name = take_string(data, at);
   if (!name || data.size() - at < 4) return std::nullopt;
   const uint32_t count = load_be32(data.data() + at);
   at += 4;
-  const size_t queries_at = at;
-  for (uint32_t i = 0; i < count; ++i)
-    if (!take_string(data, at)) return std::nullopt;
+  // Each query takes at least its 4-byte length: a count the data cannot hold is refused before
+  // anything is reserved for it.
+  if (count > (data.size() - at) / 4) return std::nullopt;
+  meta_context_request m{*name, count, {}};
+  m.queries.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    auto q = take_string(data, at);
+    if (!q) return std::nullopt;
+    m.queries.push_back(*q);
+  }
   if (at != data.size()) return std::nullopt;
-  return meta_context_request{*name, count, data.subspan(queries_at)};
+  return m;
 }
 
 void append_greeting(std::string& out, uint16_t handshake_flags) {

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace zc::nbd {
 
@@ -185,9 +186,9 @@ std::optional<go_request> decode_go(std::span<const uint8_t> data);
 struct meta_context_request {
   std::string_view name;
   uint32_t query_count = 0;
-  std::span<const uint8_t> queries;  // query_count times (32-bit length, bytes); checked
+  std::vector<std::string_view> queries;  // into the decoded data, walked once
   // The i-th query; only valid for i < query_count.
-  std::string_view query(uint32_t i) const noexcept;
+  std::string_view query(uint32_t i) const noexcept { return queries[i]; }
 };
 std::optional<meta_context_request> decode_meta_context(std::span<const uint8_t> data);
 

@@ -41,32 +41,34 @@ constexpr uint64_t tag_fd(int fd) noexcept {
   return (uint64_t(uint32_t(fd)) << 1) | 1;
 }
 
+// Option replies a handshaking client may leave unread before its input is no longer read.
+constexpr size_t max_handshake_replies = 16;
+
 [[noreturn]] void throw_errno(std::string_view what) {
   throw status_error(status::operating_system, fmt::format("{}: {}", what, std::strerror(errno)));
 }
 
+// FUA is accepted on every command once SEND_FUA is advertised (proto.md), ignored where it
+// means nothing.
 bool valid_flags(command c, uint16_t flags) noexcept {
-  uint16_t allowed = 0;
+  uint16_t allowed = command_flag::fua;
   switch (c) {
     case command::read:
-      allowed = command_flag::df | command_flag::fua;
+      allowed |= command_flag::df;
       break;
     case command::write:
-      allowed = command_flag::fua;
       break;
     case command::trim:
-      allowed = command_flag::fua;
       break;
     case command::write_zeroes:
-      allowed = command_flag::fua | command_flag::no_hole;
+      allowed |= command_flag::no_hole;
       break;
     case command::block_status:
-      allowed = command_flag::req_one;
+      allowed |= command_flag::req_one;
       break;
     case command::disc:
     case command::flush:
     case command::cache:
-      allowed = 0;
       break;
   }
   return (flags & ~allowed) == 0;
@@ -244,10 +246,12 @@ void server::stop() noexcept {
   (void)!::write(wake_.get(), &one, sizeof one);
 }
 
-uint16_t server::transmission_flags() const noexcept {
+uint16_t server::transmission_flags(const connection& c) const noexcept {
   using namespace transmission_flag;
-  uint16_t f = has_flags | send_flush | send_fua | send_trim | send_write_zeroes | send_df |
-               send_cache | can_multi_conn;
+  uint16_t f = has_flags | send_flush | send_fua | send_trim | send_write_zeroes | send_cache |
+               can_multi_conn;
+  // DF only means something with structured replies, and proto.md wants it clear without them.
+  if (c.structured) f |= send_df;
   if (read_only_) f |= read_only;
   return f;
 }
@@ -344,16 +348,31 @@ void server::run() {
       now.swap(dirty);
       for (connection* c : now) c->dirty = false;
       for (connection* c : now) {
+        bool more = false;  // input left that the last round made progress on
         for (int round = 0; round < 4 && !c->dead; ++round) {
           flush_output(*c);
+          more = false;
           if (c->dead || !reading_allowed(*c) || c->buffered() == 0) break;
           const size_t before = c->buffered();
           if (!process_input(*c)) break;
           if (c->buffered() == before) break;
+          more = true;
         }
         if (!c->dead) flush_output(*c);
         if (!c->dead) update_interest(*c);
+        // Its turn is over, not its input: served again after the others (a pipelined burst
+        // already read from the socket gets no new readiness event).
+        if (more && !c->dead && c->buffered() != 0 && reading_allowed(*c)) mark(*c);
         reap(*c);
+      }
+      // Memory that came back (a read reply sent, a connection closed) lets waiting requests on,
+      // and connections that stopped reading for it read again.
+      if (dirty.empty() && memory_freed_) {
+        memory_freed_ = false;
+        if (!waiting_.empty()) {
+          retry_waiting();
+          for (auto& [p, c] : connections_) mark(*c);
+        }
       }
     }
   }
@@ -417,6 +436,8 @@ void server::on_event(connection& c, uint32_t events) {
 
 bool server::reading_allowed(const connection& c) const {
   if (c.dead || c.disc || c.blocked || stopping()) return false;
+  // A client that sends options but reads no answers gets no more than a few queued.
+  if (!c.transmission && c.out.size() >= max_handshake_replies) return false;
   if (c.at == connection::phase::request_header &&
       (c.in_flight >= options_.max_in_flight ||
        (c.in_flight != 0 && c.in_flight_bytes >= storage_.memory() / 4)))
@@ -499,6 +520,13 @@ bool server::process_input(connection& c) {
           return false;
         }
         c.opt = *h;
+        if (h->length > max_option_length &&
+            h->option == static_cast<uint32_t>(option::export_name)) {
+          // EXPORT_NAME has no error reply: a client would read one as the export size.
+          ZC_LOG_WARN("nbd: NBD_OPT_EXPORT_NAME of {} bytes refused", h->length);
+          close_connection(c);
+          return false;
+        }
         if (h->length > max_option_length) {
           c.discard_left = h->length;
           c.discarding_option = true;
@@ -587,7 +615,7 @@ bool server::handle_option(connection& c) {
         close_connection(c);
         return false;
       }
-      append_export_name_reply(r.extra, storage_.size(), transmission_flags(), c.no_zeroes);
+      append_export_name_reply(r.extra, storage_.size(), transmission_flags(c), c.no_zeroes);
       enter_transmission = true;
       break;
     }
@@ -615,7 +643,7 @@ bool server::handle_option(connection& c) {
         error(reply_type::err_unknown, "no such export");
         break;
       }
-      append_info_export(r.extra, opt, storage_.size(), transmission_flags());
+      append_info_export(r.extra, opt, storage_.size(), transmission_flags(c));
       // Always sent: the minimum is the pipeline's block, larger than 1.
       append_info_block_size(r.extra, opt, storage_.block_size(),
                              std::max(options_.preferred_block_size, storage_.block_size()),
@@ -709,6 +737,8 @@ void server::handle_request(connection& c) {
     error = static_cast<uint32_t>(error_code::einval);
   } else if (read_only_ && (is_write || type == command::trim || type == command::write_zeroes)) {
     error = static_cast<uint32_t>(error_code::eperm);
+  } else if ((is_write || type == command::write_zeroes) && aligned && h.length != 0 && !in_range) {
+    error = static_cast<uint32_t>(error_code::enospc);  // past the end (proto.md: SHOULD)
   } else if (type != command::flush && (!in_range || !aligned)) {
     error = static_cast<uint32_t>(error_code::einval);
   } else if ((is_write || type == command::read) && h.length > options_.max_block_size) {
@@ -852,7 +882,7 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
                  x.offset, status_name(x.result));
   }
   if (c.dead) {
-    storage_.release(x);
+    release_io(x);
     r.x = nullptr;
     r.used = false;
     c.free.push_back(index);
@@ -881,7 +911,7 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     queue_reply(c, std::move(rep));
     return;
   }
-  storage_.release(x);
+  release_io(x);
   r.x = nullptr;
   if (failed) {
     finish(c, index, static_cast<uint32_t>(error_code::eio));
@@ -979,7 +1009,7 @@ void server::flush_output(connection& c) {
     while (!c.out.empty() && sent >= c.out.front().total()) {
       reply& r = c.out.front();
       sent -= r.total();
-      if (r.data != nullptr) storage_.release(*r.data);
+      if (r.data != nullptr) release_io(*r.data);
       if (r.request >= 0) {
         request& q = c.requests[static_cast<size_t>(r.request)];
         q.used = false;
@@ -1024,7 +1054,7 @@ void server::close_connection(connection& c) {
   c.blocked = false;
   // Replies not sent and memory not submitted go back now.
   for (reply& r : c.out) {
-    if (r.data != nullptr) storage_.release(*r.data);
+    if (r.data != nullptr) release_io(*r.data);
     if (r.request >= 0) {
       request& q = c.requests[static_cast<size_t>(r.request)];
       q.used = false;
@@ -1038,7 +1068,7 @@ void server::close_connection(connection& c) {
   for (uint32_t i = 0; i < c.requests.size(); ++i) {
     request& q = c.requests[i];
     if (!q.used || q.at == request::stage::submitted) continue;
-    if (q.x != nullptr) storage_.release(*q.x);
+    if (q.x != nullptr) release_io(*q.x);
     q.x = nullptr;
     q.used = false;
     c.free.push_back(i);

@@ -94,6 +94,12 @@ class server {
   void use_io(connection& c, uint32_t index, io& x);
   void submit_io(connection& c, uint32_t index);
   void retry_waiting();
+  // Every io goes back to the backend through here: memory that comes back may let a waiting
+  // request go on, which run() checks once the connections are served.
+  void release_io(io& x) noexcept {
+    storage_.release(x);
+    memory_freed_ = true;
+  }
   void on_completions();
   void on_io_done(connection& c, uint32_t index, io& x);
   void finish(connection& c, uint32_t index, uint32_t error);
@@ -104,7 +110,7 @@ class server {
   void reap(connection& c);
   void close_stale_handshakes();
   bool reading_allowed(const connection& c) const;
-  uint16_t transmission_flags() const noexcept;
+  uint16_t transmission_flags(const connection& c) const noexcept;
 
   backend& storage_;
   server_options options_;
@@ -118,6 +124,7 @@ class server {
   // Requests waiting for IO memory, oldest first: (connection, request index).
   std::deque<std::pair<connection*, uint32_t>> waiting_;
   uint64_t ios_outstanding_ = 0;  // submitted, not yet completed
+  bool memory_freed_ = false;     // an io went back since run() last retried the waiting
   std::vector<io*> completed_;
   server_counters counters_;
 };

@@ -380,7 +380,7 @@ assert extents == [('base:allocation', 0, [65536, 0])], extents
 print('ok: block status')
 expect_errno(lambda: h.pread(512, 0), errno.EINVAL, 'unaligned read')
 expect_errno(lambda: h.pread(4096, 4096 - 1 + SIZE), errno.EINVAL, 'read past the end')
-expect_errno(lambda: h.pwrite(b'x' * 4096, SIZE), errno.EINVAL, 'write past the end')
+expect_errno(lambda: h.pwrite(b'x' * 4096, SIZE), errno.ENOSPC, 'write past the end')
 expect_errno(lambda: h.pread(4096, BAD), errno.EIO, 'storage error')
 assert h.pread(4096, 0) == bytes(4096)
 print('ok: still serving after the errors')
@@ -681,6 +681,76 @@ TEST(nbd_server, a_client_that_does_not_read_replies_holds_up_no_one_else) {
     EXPECT_EQ(rep->first, 0u);
     EXPECT_EQ(other.recv(4096).size(), 4096u);
   }
+}
+
+// IO memory that comes back as a read reply finishes sending (not as an io completes) still
+// lets the request that waited for it go on.
+TEST(nbd_server, memory_freed_by_a_sent_reply_wakes_the_request_waiting_for_it) {
+  served s({}, 1);  // one io of max_io bytes for everybody
+  raw_client big(s.socket_path());
+  ASSERT_TRUE(big.start());
+  ASSERT_TRUE(big.go());
+  // Its reply is larger than the socket buffers: the io stays held until the client reads.
+  ASSERT_TRUE(big.request(command::read, 1, 0, max_io));
+  raw_client small(s.socket_path());
+  ASSERT_TRUE(small.start());
+  ASSERT_TRUE(small.go());
+  ASSERT_TRUE(small.request(command::read, 2, 0, block));  // waits for the io
+  std::this_thread::sleep_for(100ms);
+  auto rep = big.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  EXPECT_EQ(big.recv(max_io).size(), max_io);
+  auto waited = small.simple_reply();  // within the client's 5 s receive timeout
+  ASSERT_TRUE(waited);
+  EXPECT_EQ(waited->first, 0u);
+  EXPECT_EQ(waited->second, 2u);
+  EXPECT_EQ(small.recv(block).size(), block);
+}
+
+// A burst of requests already read from the socket is served to the end, though no new
+// readiness event comes for it.
+TEST(nbd_server, a_long_pipelined_burst_is_answered_in_full) {
+  served s;
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.go());
+  constexpr uint64_t burst = 1000;
+  std::vector<uint8_t> all;
+  for (uint64_t i = 0; i < burst; ++i) {
+    uint8_t h[28];
+    store_be32(h, request_magic);
+    store_be16(h + 4, 0);
+    store_be16(h + 6, static_cast<uint16_t>(command::cache));
+    store_be64(h + 8, i);
+    store_be64(h + 16, 0);
+    store_be32(h + 24, block);
+    all.insert(all.end(), h, h + sizeof h);
+  }
+  ASSERT_TRUE(c.send(all));
+  for (uint64_t i = 0; i < burst; ++i) {
+    auto rep = c.simple_reply();
+    ASSERT_TRUE(rep) << "reply " << i << " of " << burst << " missing";
+    EXPECT_EQ(rep->first, 0u);
+  }
+}
+
+// FUA is accepted on every command once SEND_FUA is advertised; DF is offered only with
+// structured replies; a write past the end is ENOSPC.
+TEST(nbd_server, fua_anywhere_and_enospc_past_the_end) {
+  served s;
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(c.request(command::flush, 1, 0, 0, command_flag::fua));
+  auto flush = c.simple_reply();
+  ASSERT_TRUE(flush);
+  EXPECT_EQ(flush->first, 0u);
+  ASSERT_TRUE(c.request(command::write, 2, disk_size, block));
+  ASSERT_TRUE(c.send(std::vector<uint8_t>(block, 7)));
+  auto past = c.simple_reply();
+  ASSERT_TRUE(past);
+  EXPECT_EQ(past->first, static_cast<uint32_t>(error_code::enospc));
 }
 
 TEST(nbd_server, a_handshake_that_stalls_is_closed) {
