@@ -14,7 +14,8 @@ JOBS=$(nproc)
 
 PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
   libucx-dev ucx-utils libisal-dev liblz4-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
-  libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2)
+  libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
+  libnbd-bin python3-libnbd qemu-utils fio nbdkit)
 # Only the pipeline benchmark needs these (its nbdkit comparison and fio JSON parsing).
 BENCH_PACKAGES=(nbdkit fio jq)
 

@@ -136,7 +136,8 @@ int run_gga(const gga_options& options, const gga_programs& programs, const laun
     stages.push_back({.name = gga_target_names[i],
                       .argv =
                           [&, i](const std::vector<uint16_t>&) {
-                            return gga_target_argv(options, programs.target, image_of[i], cores);
+                            return gga_target_argv(options, programs.target, image_of[i], cores,
+                                                   static_cast<uint32_t>(i));
                           },
                       .awaited = pipeline_stage::ready::port});
   stages.push_back({.name = "service",
@@ -146,11 +147,13 @@ int run_gga(const gga_options& options, const gga_programs& programs, const laun
                                                   {ports.at(0), ports.at(1), ports.at(2)}, cores);
                         },
                     .awaited = pipeline_stage::ready::channel});
-  stages.push_back({.name = "initiator",
+  stages.push_back({.name = o.nbd_socket.empty() ? "initiator" : "nbd",
                     .argv =
                         [&](const std::vector<uint16_t>&) {
-                          return gga_initiator_argv(options, programs.initiator, channel, plain,
-                                                    cores);
+                          return o.nbd_socket.empty()
+                                     ? gga_initiator_argv(options, programs.initiator, channel,
+                                                          plain, cores)
+                                     : nbd_argv(o, programs.nbd, channel, cores);
                         },
                     .awaited = pipeline_stage::ready::none});
   return run_pipeline(stages, o.control_timeout_seconds, bounds, std::move(sink));

@@ -23,6 +23,7 @@ inline constexpr const char* gga_service_program = "zcstore_comch_to_rdma_gga_of
 
 struct gga_programs {
   std::string generator, target, service, initiator;
+  std::string nbd;  // found only for --nbd
 };
 
 // The four programs, or nullopt after printing which one is missing (as find_programs).

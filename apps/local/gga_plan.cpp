@@ -83,6 +83,7 @@ gga_parse_result parse_gga_options(const std::vector<std::string>& words) {
   app.add_option("--bin-dir", out.bin_dir,
                  "Folder of the zcstore programs (default: next to zcstore_local, its build tree, "
                  "then PATH)");
+  add_front_end_options(app, out);
 
   std::vector<std::string> own(words.begin(), split);
   std::vector<const char*> argv{program_name};
@@ -142,13 +143,14 @@ std::vector<std::string> generator_argv(const gga_options& options, const std::s
 
 std::vector<std::string> gga_target_argv(const gga_options& options, const std::string& program,
                                          const std::string& image,
-                                         const std::vector<uint32_t>& cores) {
+                                         const std::vector<uint32_t>& cores, uint32_t index) {
   const zero_copy_options& o = options.common;
   std::vector<std::string> argv{program, "-d", o.device};
   add_cpus(argv, o.workers, cores);
   // The image carries its own geometry; port 0 as for zero-copy.
   argv.insert(argv.end(),
               {"--listen-port", "0", "--binary-content", image, "--poll-mode", o.poll_mode});
+  add_backing_file(argv, o, index);
   add_log_levels(argv, o, {});
   return argv;
 }

@@ -53,9 +53,10 @@ std::vector<std::string> generator_argv(const gga_options& options, const std::s
                                         const std::string& plain, const gga_images& images);
 
 // A target serving `image` (data 1, data 2 or parity; it carries its geometry) on a free port.
+// Target `index` (0..2) keeps its blocks in its --backing-dir file when one was given.
 std::vector<std::string> gga_target_argv(const gga_options& options, const std::string& program,
                                          const std::string& image,
-                                         const std::vector<uint32_t>& cores);
+                                         const std::vector<uint32_t>& cores, uint32_t index = 0);
 
 std::vector<std::string> gga_service_argv(const gga_options& options, const std::string& program,
                                           const std::string& channel,

@@ -18,6 +18,8 @@ namespace {
 
 void usage(std::ostream& out) {
   out << "Usage: zcstore_local zero-copy|gga [options] [-- initiator flags]\n"
+         "       zcstore_local zero-copy|gga --nbd SOCKET [--backing-dir DIR] [-- zcstore_nbd "
+         "flags]\n"
          "  zero-copy   target + zero-copy service + initiator on this machine\n"
          "  gga         sbc generator + three targets + gga offload service + initiator\n"
          "Run `zcstore_local zero-copy --help` or `zcstore_local gga --help` for the options.\n";
@@ -43,6 +45,9 @@ int main(int argc, char** argv) {
     install_launcher_signal_handlers();
     auto programs = find_gga_programs(parsed.options.common.bin_dir);
     if (!programs) return 1;
+    if (!parsed.options.common.nbd_socket.empty() &&
+        !find_named_programs({{nbd_program, &programs->nbd}}, parsed.options.common.bin_dir))
+      return 1;
     return run_gga(parsed.options, *programs);
   }
   if (pipeline != "zero-copy") {
@@ -56,5 +61,8 @@ int main(int argc, char** argv) {
   install_launcher_signal_handlers();
   auto programs = find_programs(parsed.options.bin_dir);
   if (!programs) return 1;
+  if (!parsed.options.nbd_socket.empty() &&
+      !find_named_programs({{nbd_program, &programs->nbd}}, parsed.options.bin_dir))
+    return 1;
   return run_zero_copy(parsed.options, *programs);
 }

@@ -315,10 +315,12 @@ int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& pr
              return service_argv(options, programs.service, channel, ports.at(0), cores);
            },
        .awaited = pipeline_stage::ready::channel},
-      {.name = "initiator",
+      {.name = options.nbd_socket.empty() ? "initiator" : "nbd",
        .argv =
            [&](const std::vector<uint16_t>&) {
-             return initiator_argv(options, programs.initiator, channel, cores);
+             return options.nbd_socket.empty()
+                        ? initiator_argv(options, programs.initiator, channel, cores)
+                        : nbd_argv(options, programs.nbd, channel, cores);
            },
        .awaited = pipeline_stage::ready::none},
   };

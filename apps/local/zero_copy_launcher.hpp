@@ -25,12 +25,14 @@ namespace zc::local {
 inline constexpr const char* target_program = "zcstore_target_rdma";
 inline constexpr const char* service_program = "zcstore_comch_to_rdma_zero_copy";
 inline constexpr const char* initiator_program = "zcstore_initiator_comch";
+inline constexpr const char* nbd_program = "zcstore_nbd";
 
 // What the service logs once its comch server is up.
 inline constexpr std::string_view channel_listening_text = "listening on channel";
 
 struct zero_copy_programs {
   std::string target, service, initiator;
+  std::string nbd;  // found only for --nbd
 };
 
 // Where `program` is: in `bin_dir` when one is given (nullopt if not there); else next to this

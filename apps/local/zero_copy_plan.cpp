@@ -76,6 +76,7 @@ parse_result parse_zero_copy_options(const std::vector<std::string>& words) {
   app.add_option("--bin-dir", out.bin_dir,
                  "Folder of the zcstore programs (default: next to zcstore_local, its build tree, "
                  "then PATH)");
+  add_front_end_options(app, out);
 
   std::vector<std::string> own(words.begin(), split);
   std::vector<const char*> argv{program_name};
@@ -182,6 +183,7 @@ std::vector<std::string> target_argv(const zero_copy_options& options, const std
               {"--listen-port", "0", "--block-size", std::to_string(options.block_size),
                "--block-count", std::to_string(target_block_count(options, content_size))});
   if (!options.content.empty()) argv.insert(argv.end(), {"--binary-content", options.content});
+  add_backing_file(argv, options, 0);
   argv.insert(argv.end(), {"--poll-mode", options.poll_mode});
   add_log_levels(argv, options, {});
   return argv;
@@ -197,6 +199,39 @@ std::vector<std::string> service_argv(const zero_copy_options& options, const st
                std::string(channel_flag), channel, "--control-timeout",
                std::to_string(options.control_timeout_seconds), "--poll-mode", options.poll_mode});
   add_log_levels(argv, options, {});
+  return argv;
+}
+
+void add_front_end_options(CLI::App& app, zero_copy_options& out) {
+  app.add_option("--nbd", out.nbd_socket,
+                 "Serve the pipeline over NBD on this Unix socket (zcstore_nbd instead of the "
+                 "initiator; the words after -- are then zcstore_nbd's) until Ctrl-C");
+  app.add_option("--backing-dir", out.backing_dir,
+                 "Folder where target N keeps its blocks in target-N.img (a later start with the "
+                 "same folder serves the same disk)");
+}
+
+std::string backing_file(const zero_copy_options& options, uint32_t target) {
+  if (options.backing_dir.empty()) return {};
+  return fmt::format("{}/target-{}.img", options.backing_dir, target);
+}
+
+void add_backing_file(std::vector<std::string>& argv, const zero_copy_options& options,
+                      uint32_t target) {
+  if (!options.backing_dir.empty())
+    argv.insert(argv.end(), {"--backing-file", backing_file(options, target)});
+}
+
+std::vector<std::string> nbd_argv(const zero_copy_options& options, const std::string& program,
+                                  const std::string& channel, const std::vector<uint32_t>& cores) {
+  std::vector<std::string> argv{program, std::string(channel_flag), channel, "--socket",
+                                options.nbd_socket};
+  add_default(argv, options, "--device", options.device, "-d");
+  if (!has_flag(options.initiator_words, "--cpu")) add_cpus(argv, options.workers, cores);
+  add_default(argv, options, "--control-timeout", std::to_string(options.control_timeout_seconds));
+  add_default(argv, options, "--poll-mode", options.poll_mode);
+  add_log_levels(argv, options, options.initiator_words);
+  argv.insert(argv.end(), options.initiator_words.begin(), options.initiator_words.end());
   return argv;
 }
 

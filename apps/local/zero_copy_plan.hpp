@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 namespace zc::local {
 
 inline constexpr const char* program_name = "zcstore_local";
@@ -45,6 +47,12 @@ struct zero_copy_options {
   // zcstore_local's stderr is a terminal: the initiator, which sees a pipe, is asked for its
   // once-a-second progress lines (unless --progress or --no-progress comes after "--").
   bool terminal = false;
+  // --nbd SOCKET: zcstore_nbd serves the pipeline there instead of the initiator (and gets the
+  // words after "--"), until Ctrl-C.
+  std::string nbd_socket;
+  // --backing-dir DIR: target N keeps its blocks in DIR/target-N.img (created, or reopened by a
+  // later start).
+  std::string backing_dir;
 };
 
 struct parse_result {
@@ -93,6 +101,20 @@ void add_log_levels(std::vector<std::string>& argv, const zero_copy_options& opt
 void add_cpus(std::vector<std::string>& argv, uint32_t count, const std::vector<uint32_t>& cores);
 // core::poll_mode as the programs' --poll-mode spells it.
 std::string poll_mode_text(int mode);
+
+// --nbd and --backing-dir, shared by both pipelines' parsers.
+void add_front_end_options(CLI::App& app, zero_copy_options& out);
+
+// "DIR/target-N.img" for --backing-dir DIR; empty without one.
+std::string backing_file(const zero_copy_options& options, uint32_t target);
+// "--backing-file DIR/target-N.img" when --backing-dir was given.
+void add_backing_file(std::vector<std::string>& argv, const zero_copy_options& options,
+                      uint32_t target);
+
+// zcstore_nbd in front of the service: --socket, the channel, the launcher's device, cores, poll
+// mode and control timeout unless the words after "--" set them, then those words.
+std::vector<std::string> nbd_argv(const zero_copy_options& options, const std::string& program,
+                                  const std::string& channel, const std::vector<uint32_t>& cores);
 
 // How many workers the initiator will run: its --cpu count after "--", else --workers.
 uint32_t initiator_worker_count(const zero_copy_options& options);

@@ -156,6 +156,8 @@ class pipeline {
   }
 
   std::unique_ptr<subprocess> target, service, initiator;
+  // The service's comch channel, for a front end other than the initiator (zcstore_nbd).
+  const std::string& channel() const { return channel_; }
 
  private:
   pipeline_options options_;

@@ -151,5 +151,17 @@ TEST(gga_plan, generated_content_compresses_and_has_the_asked_size) {
   EXPECT_EQ(compressible_text(0).size(), 0u);
 }
 
+TEST(gga_plan, backing_dir_gives_each_target_its_own_file) {
+  auto result = parse_gga_options({"--backing-dir", "/d", "--nbd", "/tmp/g.sock"});
+  ASSERT_FALSE(result.exit_code);
+  for (uint32_t n = 0; n < 3; ++n) {
+    const auto argv = gga_target_argv(result.options, "t", "image", {0}, n);
+    const auto at = std::find(argv.begin(), argv.end(), "--backing-file");
+    ASSERT_NE(at, argv.end());
+    EXPECT_EQ(*(at + 1), "/d/target-" + std::to_string(n) + ".img");
+  }
+  EXPECT_EQ(result.options.common.nbd_socket, "/tmp/g.sock");
+}
+
 }  // namespace
 }  // namespace zc::local

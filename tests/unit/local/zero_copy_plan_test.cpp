@@ -259,5 +259,27 @@ TEST(initiator_command_line, content_is_the_expected_plain_content) {
   EXPECT_EQ(values_of(argv, "--cpu"), (words{"0", "1", "0"}));
 }
 
+TEST(zero_copy_plan, nbd_replaces_the_initiator_and_gets_the_words_after_the_separator) {
+  const auto o = parsed({"--nbd", "/tmp/s.sock", "--workers", "2", "--poll-mode", "event", "--",
+                         "--export-name", "disk"});
+  EXPECT_EQ(o.nbd_socket, "/tmp/s.sock");
+  const auto argv = nbd_argv(o, "/bin/zcstore_nbd", "chan", two_cores);
+  EXPECT_EQ(argv.front(), "/bin/zcstore_nbd");
+  EXPECT_EQ(values_of(argv, "--socket"), words{"/tmp/s.sock"});
+  EXPECT_EQ(values_of(argv, "--command-channel-name"), words{"chan"});
+  EXPECT_EQ(values_of(argv, "--cpu"), (words{"0", "1"}));
+  EXPECT_EQ(values_of(argv, "--poll-mode"), words{"event"});
+  EXPECT_EQ(values_of(argv, "--export-name"), words{"disk"});
+  EXPECT_FALSE(contains(argv, "--execution-strategy"));
+}
+
+TEST(zero_copy_plan, backing_dir_gives_the_target_its_file) {
+  const auto o = parsed({"--backing-dir", "/var/zc"});
+  EXPECT_EQ(backing_file(o, 0), "/var/zc/target-0.img");
+  EXPECT_EQ(values_of(target_argv(o, "t", std::nullopt, two_cores), "--backing-file"),
+            words{"/var/zc/target-0.img"});
+  EXPECT_FALSE(contains(target_argv(parsed({}), "t", std::nullopt, two_cores), "--backing-file"));
+}
+
 }  // namespace
 }  // namespace zc::local

@@ -1,0 +1,50 @@
+// zcstore_nbd's configuration: the flags of zcstore_initiator_comch that attach to a service
+// (--command-channel-name, --cpu, --transaction-count, --control-timeout, -d, --poll-mode, -l,
+// -j) plus where to serve NBD (--socket, --listen, or sockets handed over by systemd), the export
+// name and --read-only. Control path only.
+//
+//   zc::nbd_app::nbd_config config;
+//   if (auto code = zc::nbd_app::parse_config(argc, argv, config)) return *code;
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/progress_engine.hpp"
+
+namespace zc::nbd_app {
+
+inline constexpr const char* program_name = "zcstore_nbd";
+
+struct nbd_config {
+  std::string device = "auto";
+  std::vector<uint32_t> cpus;  // one IO worker per entry
+  std::string command_channel_name = "doca_storage_comch";
+  uint32_t transaction_count = 64;  // slots per worker: IO messages in flight
+  uint32_t control_timeout_seconds = 5;
+  core::poll_mode poll_mode = core::poll_mode::adaptive;
+  std::string socket;  // Unix socket path
+  std::string listen;  // "a.b.c.d:port"
+  std::string export_name;
+  bool read_only = false;
+  // Listening sockets from systemd (LISTEN_PID/LISTEN_FDS), found at parse time.
+  int systemd_listeners = 0;
+
+  std::chrono::seconds control_timeout() const {
+    return std::chrono::seconds(control_timeout_seconds);
+  }
+};
+
+// Parses argv (and -j FILE). Returns an exit status when the program must stop now: 0 after
+// -h/-v, core::exit_bad_usage (2) after one line on stderr naming the problem. nullopt: go on.
+std::optional<int> parse_config(int argc, const char* const* argv, nbd_config& out);
+
+// Every problem with the configuration; empty when it can be used.
+std::vector<std::string> validate(const nbd_config& config);
+
+void print_config(const nbd_config& config);
+
+}  // namespace zc::nbd_app

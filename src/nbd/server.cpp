@@ -1,0 +1,1046 @@
+#include "nbd/server.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/bytes.hpp"
+#include "core/log.hpp"
+#include "nbd/protocol.hpp"
+
+namespace zc::nbd {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// The input buffer holds the longest option we read whole, or a few request headers.
+constexpr size_t input_capacity = max_option_length + option_header_size;
+// iovecs gathered into one sendmsg / readv.
+constexpr size_t max_iov = 64;
+// The meta context id of base:allocation on every connection.
+constexpr uint32_t base_allocation_id = 1;
+constexpr int epoll_batch = 64;
+
+// epoll data: a connection's address (even), or (fd << 1) | 1 for the server's own fds.
+constexpr uint64_t tag_fd(int fd) noexcept {
+  return (uint64_t(uint32_t(fd)) << 1) | 1;
+}
+
+[[noreturn]] void throw_errno(std::string_view what) {
+  throw status_error(status::operating_system, fmt::format("{}: {}", what, std::strerror(errno)));
+}
+
+bool valid_flags(command c, uint16_t flags) noexcept {
+  uint16_t allowed = 0;
+  switch (c) {
+    case command::read:
+      allowed = command_flag::df | command_flag::fua;
+      break;
+    case command::write:
+      allowed = command_flag::fua;
+      break;
+    case command::trim:
+      allowed = command_flag::fua;
+      break;
+    case command::write_zeroes:
+      allowed = command_flag::fua | command_flag::no_hole;
+      break;
+    case command::block_status:
+      allowed = command_flag::req_one;
+      break;
+    case command::disc:
+    case command::flush:
+    case command::cache:
+      allowed = 0;
+      break;
+  }
+  return (flags & ~allowed) == 0;
+}
+
+}  // namespace
+
+// One request from header to the last byte of its reply.
+struct server::request {
+  enum class stage : uint8_t {
+    idle,       // no io held or wanted
+    want_io,    // waiting for IO memory (in waiting_)
+    receiving,  // a WRITE's payload is being read into x
+    submitted,  // x is with the backend
+    replying,   // the reply is queued
+  };
+  bool used = false;
+  stage at = stage::idle;
+  request_header h;
+  io* x = nullptr;
+  io_kind next_kind = io_kind::read;  // what the io being waited for is for
+  uint64_t next = 0;                  // WRITE_ZEROES: the next offset to zero
+  uint64_t end = 0;
+  bool fua_pending = false;  // a flush still to do before the reply
+  uint64_t bytes = 0;        // counted in in_flight_bytes
+};
+
+struct server::reply {
+  std::array<uint8_t, 32> header{};
+  uint8_t header_size = 0;
+  std::string extra;  // handshake replies
+  io* data = nullptr;
+  uint32_t data_length = 0;
+  int64_t request = -1;  // freed once the reply is out
+  bool close_after = false;
+  size_t total() const noexcept { return header_size + extra.size() + data_length; }
+};
+
+struct server::connection {
+  enum class phase : uint8_t {
+    client_flags,
+    option_header,
+    option_data,
+    request_header,
+    payload,  // a WRITE's payload into requests[receiving].x
+    discard,  // bytes to drop: an oversized option or a refused WRITE's payload
+  };
+  storage::unique_fd fd;
+  phase at = phase::client_flags;
+  std::vector<uint8_t> in;
+  size_t in_begin = 0;
+  size_t in_end = 0;
+  option_header opt;
+  uint64_t discard_left = 0;
+  bool discarding_option = false;
+  uint32_t discard_request = 0;
+  uint32_t discard_error = 0;
+  bool no_zeroes = false;
+  bool structured = false;
+  bool meta_context = false;
+  bool transmission = false;
+  std::vector<request> requests;
+  std::vector<uint32_t> free;
+  uint32_t in_flight = 0;
+  uint64_t in_flight_bytes = 0;
+  uint32_t receiving = 0;
+  uint64_t payload_done = 0;
+  bool blocked = false;  // a WRITE waits for memory for its payload: nothing more is read
+  std::deque<reply> out;
+  size_t out_sent = 0;  // bytes of out.front() already sent
+  bool disc = false;    // NBD_CMD_DISC or ABORT: close once every reply is out
+  bool dead = false;    // fd closed; kept until its IO in flight has completed
+  bool dirty = false;
+  uint32_t interest = 0;
+
+  size_t buffered() const noexcept { return in_end - in_begin; }
+  const uint8_t* data() const noexcept { return in.data() + in_begin; }
+  void consume(size_t n) noexcept {
+    in_begin += n;
+    if (in_begin == in_end) in_begin = in_end = 0;
+  }
+};
+
+server::server(backend& storage, server_options options)
+    : storage_(storage), options_(std::move(options)) {
+  read_only_ = options_.read_only || storage_.read_only();
+  options_.max_block_size = std::min(options_.max_block_size, storage_.max_io());
+  if (options_.max_in_flight == 0) options_.max_in_flight = 1;
+  epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_) throw_errno("epoll_create1");
+  wake_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_) throw_errno("eventfd");
+  for (int fd : {wake_.get(), storage_.completion_fd()}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag_fd(fd);
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno("epoll_ctl");
+  }
+}
+
+server::~server() {
+  for (auto& [p, c] : connections_) {
+    if (!c->dead) close_connection(*c);
+  }
+  // ios still with the backend belong to it; their completions are never taken.
+}
+
+void server::adopt_listener(int fd) {
+  storage::unique_fd owned(fd);
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) throw_errno("fcntl listener");
+  (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = tag_fd(fd);
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno("epoll_ctl listener");
+  listeners_.push_back(std::move(owned));
+}
+
+void server::listen_unix(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.empty() || path.size() >= sizeof addr.sun_path)
+    throw status_error(status::invalid_value, fmt::format("bad socket path '{}'", path));
+  storage::unique_fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) throw_errno("socket");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  // A socket file left by an earlier run is replaced; any other file is not.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    throw_errno(fmt::format("bind {}", path));
+  if (::listen(fd.get(), SOMAXCONN) != 0) throw_errno(fmt::format("listen {}", path));
+  adopt_listener(fd.release());
+}
+
+uint16_t server::listen_tcp(const storage::ipv4_endpoint& where) {
+  storage::unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) throw_errno("socket");
+  const int one = 1;
+  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(where.address);
+  addr.sin_port = htons(where.port);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    throw_errno(fmt::format("bind {}", where.to_string()));
+  if (::listen(fd.get(), SOMAXCONN) != 0) throw_errno(fmt::format("listen {}", where.to_string()));
+  socklen_t len = sizeof addr;
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw_errno("getsockname");
+  adopt_listener(fd.release());
+  return ntohs(addr.sin_port);
+}
+
+int server::listeners_from_systemd() {
+  const char* pid = std::getenv("LISTEN_PID");
+  const char* fds = std::getenv("LISTEN_FDS");
+  if (pid == nullptr || fds == nullptr) return 0;
+  char* end = nullptr;
+  const long p = std::strtol(pid, &end, 10);
+  if (*end != '\0' || p != static_cast<long>(::getpid())) return 0;
+  const long n = std::strtol(fds, &end, 10);
+  ::unsetenv("LISTEN_PID");
+  ::unsetenv("LISTEN_FDS");
+  ::unsetenv("LISTEN_FDNAMES");
+  if (*end != '\0' || n <= 0 || n > 64) return 0;
+  return static_cast<int>(n);
+}
+
+void server::stop() noexcept {
+  stop_.store(true, std::memory_order_relaxed);
+  const uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+}
+
+uint16_t server::transmission_flags() const noexcept {
+  using namespace transmission_flag;
+  uint16_t f = has_flags | send_flush | send_fua | send_trim | send_write_zeroes | send_df |
+               send_cache | can_multi_conn;
+  if (read_only_) f |= read_only;
+  return f;
+}
+
+// ---- the loop
+
+void server::run() {
+  std::array<epoll_event, epoll_batch> events{};
+  std::vector<connection*> dirty;
+  auto mark = [&dirty](connection& c) {
+    if (!c.dirty) {
+      c.dirty = true;
+      dirty.push_back(&c);
+    }
+  };
+  bool draining = false;
+  clock_type::time_point drain_deadline{};
+  for (;;) {
+    if (stopping() && !draining) {
+      draining = true;
+      drain_deadline = clock_type::now() + options_.drain_timeout;
+      for (auto& l : listeners_) (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.get(), nullptr);
+      listeners_.clear();
+      // Requests still waiting for memory are answered at once; nothing new is read.
+      while (!waiting_.empty()) {
+        auto [c, index] = waiting_.front();
+        waiting_.pop_front();
+        if (c->requests[index].at == request::stage::want_io) {
+          if (c->blocked) {
+            c->blocked = false;
+            close_connection(*c);  // mid-WRITE: its payload will never be read
+          } else {
+            c->requests[index].at = request::stage::idle;
+            finish(*c, index, static_cast<uint32_t>(error_code::eshutdown));
+          }
+        }
+        mark(*c);
+      }
+      for (auto& [p, c] : connections_) {
+        if (!c->transmission && !c->dead) close_connection(*c);
+        mark(*c);
+      }
+    }
+    if (draining) {
+      bool busy = ios_outstanding_ != 0;
+      for (auto& [p, c] : connections_)
+        if (!c->dead && !c->out.empty()) busy = true;
+      if (!busy || clock_type::now() >= drain_deadline) break;
+    }
+    const int timeout_ms = draining ? 50 : -1;
+    const int n = ::epoll_wait(epoll_.get(), events.data(), epoll_batch, timeout_ms);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("epoll_wait");
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t tag = events[i].data.u64;
+      if ((tag & 1) == 0) {
+        auto* c = reinterpret_cast<connection*>(tag);
+        if (!c->dead) on_event(*c, events[i].events);
+        mark(*c);
+        continue;
+      }
+      const int fd = static_cast<int>(tag >> 1);
+      if (fd == wake_.get()) {
+        uint64_t v;
+        (void)!::read(fd, &v, sizeof v);
+      } else if (fd == storage_.completion_fd()) {
+        completed_.clear();
+        storage_.take_completions(completed_);
+        for (io* x : completed_) {
+          --ios_outstanding_;
+          auto* c = static_cast<connection*>(x->owner);
+          on_io_done(*c, static_cast<uint32_t>(x->tag), *x);
+          mark(*c);
+        }
+        retry_waiting();
+        // Memory came back: connections blocked on it may read again.
+        for (auto& [p, c] : connections_) mark(*c);
+      } else {
+        accept_from(fd);
+        for (auto& [p, c] : connections_)
+          if (!c->dirty) mark(*c);
+      }
+    }
+    // Replies out, input processed again where reading is allowed once more, interest updated.
+    while (!dirty.empty()) {
+      std::vector<connection*> now;
+      now.swap(dirty);
+      for (connection* c : now) c->dirty = false;
+      for (connection* c : now) {
+        for (int round = 0; round < 4 && !c->dead; ++round) {
+          flush_output(*c);
+          if (c->dead || !reading_allowed(*c) || c->buffered() == 0) break;
+          const size_t before = c->buffered();
+          if (!process_input(*c)) break;
+          if (c->buffered() == before) break;
+        }
+        if (!c->dead) flush_output(*c);
+        if (!c->dead) update_interest(*c);
+        reap(*c);
+      }
+    }
+  }
+  // Whatever is left (a drain that ran out of time) is closed; ios still with the backend stay
+  // its own.
+  for (auto& [p, c] : connections_)
+    if (!c->dead) close_connection(*c);
+  std::erase_if(connections_, [](auto& e) { return e.second->in_flight == 0; });
+}
+
+void server::accept_from(int listener) {
+  for (;;) {
+    storage::unique_fd fd(::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        ZC_LOG_WARN("nbd: accept failed: {}", std::strerror(errno));
+      return;
+    }
+    if (open_connections_ >= options_.max_connections) {
+      ++counters_.refused;
+      if (counters_.refused == 1)
+        ZC_LOG_WARN("nbd: more than {} connections: closing the extra ones",
+                    options_.max_connections);
+      continue;  // closed by unique_fd
+    }
+    const int one = 1;
+    (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails on Unix
+    auto owned = std::make_unique<connection>();
+    connection& c = *owned;
+    c.fd = std::move(fd);
+    c.in.resize(input_capacity);
+    c.requests.resize(options_.max_in_flight);
+    c.free.reserve(options_.max_in_flight);
+    for (uint32_t i = options_.max_in_flight; i-- > 0;) c.free.push_back(i);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = reinterpret_cast<uint64_t>(&c);
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c.fd.get(), &ev) != 0) {
+      ZC_LOG_WARN("nbd: epoll_ctl: {}", std::strerror(errno));
+      continue;
+    }
+    c.interest = EPOLLIN;
+    reply greeting;
+    append_greeting(greeting.extra, handshake_flag::fixed_newstyle | handshake_flag::no_zeroes);
+    c.out.push_back(std::move(greeting));
+    ++open_connections_;
+    ++counters_.connections;
+    connections_.emplace(&c, std::move(owned));
+  }
+}
+
+void server::on_event(connection& c, uint32_t events) {
+  if (events & EPOLLIN) on_readable(c);
+  if (c.dead) return;
+  if (events & EPOLLOUT) flush_output(c);
+  if (c.dead) return;
+  if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN)) close_connection(c);
+}
+
+bool server::reading_allowed(const connection& c) const {
+  if (c.dead || c.disc || c.blocked || stopping()) return false;
+  if (c.at == connection::phase::request_header &&
+      (c.in_flight >= options_.max_in_flight ||
+       (c.in_flight != 0 && c.in_flight_bytes >= storage_.memory() / 4)))
+    return false;
+  return true;
+}
+
+void server::on_readable(connection& c) {
+  if (!reading_allowed(c)) return;
+  ssize_t n;
+  if (c.at == connection::phase::payload && c.buffered() == 0) {
+    // Straight into the IO memory.
+    request& r = c.requests[c.receiving];
+    std::array<iovec, max_iov> iov{};
+    size_t count = 0;
+    uint64_t skip = c.payload_done;
+    for (const iovec& s : r.x->segments) {
+      if (count == max_iov) break;
+      if (skip >= s.iov_len) {
+        skip -= s.iov_len;
+        continue;
+      }
+      iov[count++] = {static_cast<uint8_t*>(s.iov_base) + skip, s.iov_len - skip};
+      skip = 0;
+    }
+    n = ::readv(c.fd.get(), iov.data(), static_cast<int>(count));
+    if (n > 0) {
+      c.payload_done += static_cast<uint64_t>(n);
+      if (c.payload_done == r.h.length) {
+        c.at = connection::phase::request_header;
+        submit_io(c, c.receiving);
+      }
+      return;
+    }
+  } else {
+    if (c.in_begin != 0) {
+      std::memmove(c.in.data(), c.data(), c.buffered());
+      c.in_end -= c.in_begin;
+      c.in_begin = 0;
+    }
+    n = ::recv(c.fd.get(), c.in.data() + c.in_end, c.in.size() - c.in_end, 0);
+    if (n > 0) {
+      c.in_end += static_cast<size_t>(n);
+      (void)process_input(c);
+      return;
+    }
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  close_connection(c);  // end of stream or an error: what is in flight finishes unseen
+}
+
+// Consumes what is buffered as far as the protocol allows now. False when it closed c.
+bool server::process_input(connection& c) {
+  using phase = connection::phase;
+  while (!c.dead) {
+    const size_t avail = c.buffered();
+    switch (c.at) {
+      case phase::client_flags: {
+        if (avail < client_flags_size) return true;
+        const uint32_t flags = load_be32(c.data());
+        c.consume(client_flags_size);
+        // Fixed newstyle only; flags we do not know must close the connection (proto.md).
+        if (!(flags & client_flag::fixed_newstyle) || (flags & ~client_flag::known)) {
+          ZC_LOG_WARN("nbd: client flags {:#x} refused", flags);
+          close_connection(c);
+          return false;
+        }
+        c.no_zeroes = (flags & client_flag::no_zeroes) != 0;
+        c.at = phase::option_header;
+        break;
+      }
+      case phase::option_header: {
+        if (avail < option_header_size) return true;
+        auto h = decode_option_header(
+            std::span<const uint8_t, option_header_size>(c.data(), option_header_size));
+        c.consume(option_header_size);
+        if (!h) {
+          close_connection(c);
+          return false;
+        }
+        c.opt = *h;
+        if (h->length > max_option_length) {
+          c.discard_left = h->length;
+          c.discarding_option = true;
+          c.at = phase::discard;
+        } else {
+          c.at = phase::option_data;
+        }
+        break;
+      }
+      case phase::option_data:
+        if (avail < c.opt.length) return true;
+        if (!handle_option(c)) return false;
+        break;
+      case phase::request_header: {
+        if (!reading_allowed(c) || avail < request_header_size) return true;
+        handle_request(c);
+        break;
+      }
+      case phase::payload: {
+        if (avail == 0 || c.blocked) return true;
+        request& r = c.requests[c.receiving];
+        const size_t take =
+            static_cast<size_t>(std::min<uint64_t>(avail, r.h.length - c.payload_done));
+        const uint8_t* src = c.data();
+        size_t left = take;
+        uint64_t skip = c.payload_done;
+        for (const iovec& s : r.x->segments) {
+          if (left == 0) break;
+          if (skip >= s.iov_len) {
+            skip -= s.iov_len;
+            continue;
+          }
+          const size_t n = std::min<size_t>(left, s.iov_len - skip);
+          std::memcpy(static_cast<uint8_t*>(s.iov_base) + skip, src, n);
+          src += n;
+          left -= n;
+          skip = 0;
+        }
+        c.consume(take);
+        c.payload_done += take;
+        if (c.payload_done == r.h.length) {
+          c.at = phase::request_header;
+          submit_io(c, c.receiving);
+        }
+        break;
+      }
+      case phase::discard: {
+        const size_t take = static_cast<size_t>(std::min<uint64_t>(avail, c.discard_left));
+        c.consume(take);
+        c.discard_left -= take;
+        if (c.discard_left != 0) return true;
+        if (c.discarding_option) {
+          c.discarding_option = false;
+          reply r;
+          append_option_reply(r.extra, c.opt.option, reply_type::err_too_big,
+                              std::string_view("option too long"));
+          queue_reply(c, std::move(r));
+          c.at = phase::option_header;
+        } else {
+          c.at = phase::request_header;
+          finish(c, c.discard_request, c.discard_error);
+        }
+        break;
+      }
+    }
+  }
+  return false;
+}
+
+// The option in c.opt, its data buffered whole. False when it closed c.
+bool server::handle_option(connection& c) {
+  const std::span<const uint8_t> data(c.data(), c.opt.length);
+  const uint32_t opt = c.opt.option;
+  reply r;
+  auto error = [&](uint32_t type, std::string_view text) {
+    append_option_reply(r.extra, opt, type, text);
+  };
+  bool enter_transmission = false;
+  switch (static_cast<option>(opt)) {
+    case option::export_name: {
+      const std::string_view name(reinterpret_cast<const char*>(data.data()), data.size());
+      if (name != options_.export_name) {
+        // No error can be sent for EXPORT_NAME: the connection closes (proto.md).
+        ZC_LOG_WARN("nbd: a client asked for unknown export '{}'", name);
+        c.consume(c.opt.length);
+        close_connection(c);
+        return false;
+      }
+      append_export_name_reply(r.extra, storage_.size(), transmission_flags(), c.no_zeroes);
+      enter_transmission = true;
+      break;
+    }
+    case option::abort:
+      append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
+      r.close_after = true;
+      c.disc = true;
+      break;
+    case option::list:
+      if (!data.empty()) {
+        error(reply_type::err_invalid, "NBD_OPT_LIST takes no data");
+        break;
+      }
+      append_server_reply(r.extra, opt, options_.export_name);
+      append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
+      break;
+    case option::info:
+    case option::go: {
+      auto go = decode_go(data);
+      if (!go) {
+        error(reply_type::err_invalid, "malformed request");
+        break;
+      }
+      if (go->name != options_.export_name) {
+        error(reply_type::err_unknown, "no such export");
+        break;
+      }
+      append_info_export(r.extra, opt, storage_.size(), transmission_flags());
+      // Always sent: the minimum is the pipeline's block, larger than 1.
+      append_info_block_size(r.extra, opt, storage_.block_size(),
+                             std::max(options_.preferred_block_size, storage_.block_size()),
+                             options_.max_block_size);
+      append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
+      enter_transmission = static_cast<option>(opt) == option::go;
+      break;
+    }
+    case option::structured_reply:
+      if (!data.empty()) {
+        error(reply_type::err_invalid, "NBD_OPT_STRUCTURED_REPLY takes no data");
+        break;
+      }
+      c.structured = true;
+      append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
+      break;
+    case option::list_meta_context:
+    case option::set_meta_context: {
+      const bool set = static_cast<option>(opt) == option::set_meta_context;
+      auto m = decode_meta_context(data);
+      if (!m) {
+        error(reply_type::err_invalid, "malformed request");
+        break;
+      }
+      if (set && !c.structured) {
+        error(reply_type::err_invalid, "structured replies first");
+        break;
+      }
+      if (m->name != options_.export_name) {
+        error(reply_type::err_unknown, "no such export");
+        break;
+      }
+      bool matched = false;
+      if (!set && m->query_count == 0) matched = true;  // list them all
+      for (uint32_t i = 0; i < m->query_count && !matched; ++i) {
+        const std::string_view q = m->query(i);
+        if (q == base_allocation || (!set && q == "base:")) matched = true;
+      }
+      if (matched) append_meta_context_reply(r.extra, opt, base_allocation_id, base_allocation);
+      if (set) c.meta_context = matched;
+      append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
+      break;
+    }
+    default:
+      error(reply_type::err_unsup, "unsupported option");
+      break;
+  }
+  c.consume(c.opt.length);
+  queue_reply(c, std::move(r));
+  if (enter_transmission) {
+    c.transmission = true;
+    c.at = connection::phase::request_header;
+  } else {
+    c.at = connection::phase::option_header;
+  }
+  return true;
+}
+
+void server::handle_request(connection& c) {
+  auto decoded =
+      decode_request(std::span<const uint8_t, request_header_size>(c.data(), request_header_size));
+  c.consume(request_header_size);
+  if (!decoded) {
+    ZC_LOG_WARN("nbd: a request with a bad magic: closing the connection");
+    close_connection(c);
+    return;
+  }
+  const request_header h = *decoded;
+  ++counters_.requests;
+  const auto type = static_cast<command>(h.type);
+  if (type == command::disc) {
+    c.disc = true;  // what is in flight finishes, then the connection closes
+    return;
+  }
+  // reading_allowed() guarantees a free request.
+  const uint32_t index = c.free.back();
+  c.free.pop_back();
+  request& r = c.requests[index];
+  r = request{};
+  r.used = true;
+  r.h = h;
+  ++c.in_flight;
+  const bool is_write = type == command::write;
+  const uint64_t size = storage_.size();
+  const uint32_t block = storage_.block_size();
+  const bool in_range = h.length != 0 && h.offset <= size && h.length <= size - h.offset;
+  const bool aligned = h.offset % block == 0 && h.length % block == 0;
+  const bool known = h.type <= static_cast<uint16_t>(command::block_status);
+  uint32_t error = 0;
+  if (!known || !valid_flags(type, h.flags)) {
+    error = static_cast<uint32_t>(error_code::einval);
+  } else if (read_only_ && (is_write || type == command::trim || type == command::write_zeroes)) {
+    error = static_cast<uint32_t>(error_code::eperm);
+  } else if (type != command::flush && (!in_range || !aligned)) {
+    error = static_cast<uint32_t>(error_code::einval);
+  } else if ((is_write || type == command::read) && h.length > options_.max_block_size) {
+    error = static_cast<uint32_t>(error_code::einval);
+  } else if (type == command::block_status && !(c.structured && c.meta_context)) {
+    error = static_cast<uint32_t>(error_code::einval);
+  }
+  if (error != 0) {
+    if (is_write) {
+      // The payload is on its way whatever the answer: read past it first.
+      c.discard_left = h.length;
+      c.discarding_option = false;
+      c.discard_request = index;
+      c.discard_error = error;
+      c.at = connection::phase::discard;
+      return;
+    }
+    finish(c, index, error);
+    return;
+  }
+  r.fua_pending = (h.flags & command_flag::fua) != 0;
+  switch (type) {
+    case command::read:
+    case command::write:
+      r.next_kind = is_write ? io_kind::write : io_kind::read;
+      r.bytes = h.length;
+      c.in_flight_bytes += r.bytes;
+      if (is_write) {
+        c.receiving = index;
+        c.payload_done = 0;
+        c.at = connection::phase::payload;
+      }
+      start_io(c, index);
+      return;
+    case command::write_zeroes:
+      r.next_kind = io_kind::write;
+      r.next = h.offset;
+      r.end = h.offset + h.length;
+      start_io(c, index);
+      return;
+    case command::flush:
+      r.next_kind = io_kind::flush;
+      r.fua_pending = false;
+      start_io(c, index);
+      return;
+    case command::trim:  // advisory: the blocks keep their data
+      if (r.fua_pending) {
+        r.fua_pending = false;
+        r.next_kind = io_kind::flush;
+        start_io(c, index);
+        return;
+      }
+      finish(c, index, 0);
+      return;
+    case command::cache:
+      finish(c, index, 0);
+      return;
+    case command::block_status: {
+      // One extent, allocated data, covering the whole request.
+      reply rep;
+      const auto extent = static_cast<uint32_t>(std::min<uint64_t>(h.length, size - h.offset));
+      encode_block_status_chunk(
+          std::span<uint8_t, block_status_chunk_size>(rep.header.data(), block_status_chunk_size),
+          h.cookie, base_allocation_id, extent, 0);
+      rep.header_size = block_status_chunk_size;
+      rep.request = index;
+      r.at = request::stage::replying;
+      queue_reply(c, std::move(rep));
+      return;
+    }
+    case command::disc:
+      return;
+  }
+}
+
+// The length of the io that r needs next: 0 for a flush, a chunk of a WRITE_ZEROES.
+uint32_t server::io_length(const request& r) const noexcept {
+  if (r.next_kind == io_kind::flush) return 0;
+  if (static_cast<command>(r.h.type) == command::write_zeroes)
+    return static_cast<uint32_t>(std::min<uint64_t>(r.end - r.next, storage_.max_io()));
+  return r.h.length;
+}
+
+// Gets an io for what r does next, or queues r until memory comes back (first come, first
+// served: nothing overtakes a request already waiting).
+void server::start_io(connection& c, uint32_t index) {
+  request& r = c.requests[index];
+  io* x = waiting_.empty() ? storage_.acquire(io_length(r)) : nullptr;
+  if (x == nullptr) {
+    r.at = request::stage::want_io;
+    waiting_.emplace_back(&c, index);
+    if (c.at == connection::phase::payload && c.receiving == index) c.blocked = true;
+    return;
+  }
+  use_io(c, index, *x);
+}
+
+void server::use_io(connection& c, uint32_t index, io& x) {
+  request& r = c.requests[index];
+  r.x = &x;
+  x.owner = &c;
+  x.tag = index;
+  x.kind = r.next_kind;
+  if (static_cast<command>(r.h.type) == command::write_zeroes && r.next_kind == io_kind::write) {
+    x.offset = r.next;
+    for (const iovec& s : x.segments) std::memset(s.iov_base, 0, s.iov_len);
+    submit_io(c, index);
+  } else if (r.next_kind == io_kind::write) {
+    x.offset = r.h.offset;
+    r.at = request::stage::receiving;  // on_readable/process_input fill it, then submit
+  } else {
+    x.offset = r.next_kind == io_kind::read ? r.h.offset : 0;
+    submit_io(c, index);
+  }
+}
+
+void server::submit_io(connection& c, uint32_t index) {
+  request& r = c.requests[index];
+  r.at = request::stage::submitted;
+  ++ios_outstanding_;
+  storage_.submit(*r.x);
+}
+
+void server::retry_waiting() {
+  while (!waiting_.empty()) {
+    auto [c, index] = waiting_.front();
+    io* x = storage_.acquire(io_length(c->requests[index]));
+    if (x == nullptr) return;
+    waiting_.pop_front();
+    if (c->at == connection::phase::payload && c->receiving == index) c->blocked = false;
+    use_io(*c, index, *x);
+  }
+}
+
+void server::on_io_done(connection& c, uint32_t index, io& x) {
+  request& r = c.requests[index];
+  const bool failed = !ok(x.result);
+  if (failed) {
+    ++counters_.io_errors;
+    ZC_LOG_ERROR("nbd: {} of {} bytes at offset {:#x} failed: {}", command_name(r.h.type), x.length,
+                 x.offset, status_name(x.result));
+  }
+  if (c.dead) {
+    storage_.release(x);
+    r.x = nullptr;
+    r.used = false;
+    c.free.push_back(index);
+    --c.in_flight;
+    c.in_flight_bytes -= r.bytes;
+    return;
+  }
+  const auto type = static_cast<command>(r.h.type);
+  if (type == command::read && !failed) {
+    reply rep;
+    if (c.structured) {
+      encode_offset_data_header(
+          std::span<uint8_t, offset_data_header_size>(rep.header.data(), offset_data_header_size),
+          r.h.cookie, r.h.offset, r.h.length);
+      rep.header_size = offset_data_header_size;
+    } else {
+      encode_simple_reply(
+          std::span<uint8_t, simple_reply_size>(rep.header.data(), simple_reply_size), r.h.cookie,
+          error_code::ok);
+      rep.header_size = simple_reply_size;
+    }
+    rep.data = &x;  // sent straight from the IO memory, released once out
+    rep.data_length = r.h.length;
+    rep.request = index;
+    r.at = request::stage::replying;
+    queue_reply(c, std::move(rep));
+    return;
+  }
+  storage_.release(x);
+  r.x = nullptr;
+  if (failed) {
+    finish(c, index, static_cast<uint32_t>(error_code::eio));
+    return;
+  }
+  if (type == command::write_zeroes && x.kind == io_kind::write) {
+    r.next += x.length;
+    if (r.next < r.end) {
+      start_io(c, index);
+      return;
+    }
+  }
+  if (r.fua_pending) {
+    r.fua_pending = false;
+    r.next_kind = io_kind::flush;
+    start_io(c, index);
+    return;
+  }
+  finish(c, index, 0);
+}
+
+// Queues the reply that ends request `index` (no data).
+void server::finish(connection& c, uint32_t index, uint32_t error) {
+  request& r = c.requests[index];
+  r.at = request::stage::replying;
+  if (c.dead) {
+    r.used = false;
+    c.free.push_back(index);
+    --c.in_flight;
+    c.in_flight_bytes -= r.bytes;
+    return;
+  }
+  reply rep;
+  rep.request = index;
+  if (!c.structured) {
+    encode_simple_reply(std::span<uint8_t, simple_reply_size>(rep.header.data(), simple_reply_size),
+                        r.h.cookie, static_cast<error_code>(error));
+    rep.header_size = simple_reply_size;
+  } else if (error == 0) {
+    encode_none_chunk(std::span<uint8_t, structured_reply_header_size>(
+                          rep.header.data(), structured_reply_header_size),
+                      r.h.cookie);
+    rep.header_size = structured_reply_header_size;
+  } else {
+    encode_error_chunk(std::span<uint8_t, error_chunk_size>(rep.header.data(), error_chunk_size),
+                       r.h.cookie, static_cast<error_code>(error));
+    rep.header_size = error_chunk_size;
+  }
+  queue_reply(c, std::move(rep));
+}
+
+void server::queue_reply(connection& c, reply r) {
+  c.out.push_back(std::move(r));
+}
+
+// Sends as much of the reply queue as the socket takes now.
+void server::flush_output(connection& c) {
+  while (!c.dead && !c.out.empty()) {
+    std::array<iovec, max_iov> iov{};
+    size_t count = 0;
+    size_t skip = c.out_sent;
+    for (reply& r : c.out) {
+      auto add = [&](void* base, size_t len) {
+        if (len == 0 || count == max_iov) return;
+        if (skip >= len) {
+          skip -= len;
+          return;
+        }
+        iov[count++] = {static_cast<uint8_t*>(base) + skip, len - skip};
+        skip = 0;
+      };
+      add(r.header.data(), r.header_size);
+      add(r.extra.data(), r.extra.size());
+      if (r.data != nullptr) {
+        size_t left = r.data_length;
+        for (const iovec& s : r.data->segments) {
+          const size_t len = std::min(left, s.iov_len);
+          add(s.iov_base, len);
+          left -= len;
+        }
+      }
+      if (count == max_iov) break;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov.data();
+    msg.msg_iovlen = count;
+    const ssize_t n = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      close_connection(c);
+      return;
+    }
+    size_t sent = c.out_sent + static_cast<size_t>(n);
+    while (!c.out.empty() && sent >= c.out.front().total()) {
+      reply& r = c.out.front();
+      sent -= r.total();
+      if (r.data != nullptr) storage_.release(*r.data);
+      if (r.request >= 0) {
+        request& q = c.requests[static_cast<size_t>(r.request)];
+        q.used = false;
+        q.x = nullptr;
+        q.at = request::stage::idle;
+        c.free.push_back(static_cast<uint32_t>(r.request));
+        --c.in_flight;
+        c.in_flight_bytes -= q.bytes;
+      }
+      const bool close_after = r.close_after;
+      c.out.pop_front();
+      if (close_after) {
+        c.out_sent = 0;
+        close_connection(c);
+        return;
+      }
+    }
+    c.out_sent = sent;
+  }
+  if (!c.dead && c.disc && c.in_flight == 0 && c.out.empty()) close_connection(c);
+}
+
+void server::update_interest(connection& c) {
+  uint32_t want = 0;
+  if (reading_allowed(c)) want |= EPOLLIN;
+  if (!c.out.empty()) want |= EPOLLOUT;
+  if (want == c.interest) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.u64 = reinterpret_cast<uint64_t>(&c);
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev) == 0) c.interest = want;
+}
+
+// Closes the socket at once; the connection stays until its IO with the backend has come back.
+void server::close_connection(connection& c) {
+  if (c.dead) return;
+  c.dead = true;
+  (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+  c.fd.reset();
+  --open_connections_;
+  std::erase_if(waiting_, [&c](const auto& w) { return w.first == &c; });
+  c.blocked = false;
+  // Replies not sent and memory not submitted go back now.
+  for (reply& r : c.out) {
+    if (r.data != nullptr) storage_.release(*r.data);
+    if (r.request >= 0) {
+      request& q = c.requests[static_cast<size_t>(r.request)];
+      q.used = false;
+      q.x = nullptr;
+      c.free.push_back(static_cast<uint32_t>(r.request));
+      --c.in_flight;
+      c.in_flight_bytes -= q.bytes;
+    }
+  }
+  c.out.clear();
+  for (uint32_t i = 0; i < c.requests.size(); ++i) {
+    request& q = c.requests[i];
+    if (!q.used || q.at == request::stage::submitted) continue;
+    if (q.x != nullptr) storage_.release(*q.x);
+    q.x = nullptr;
+    q.used = false;
+    c.free.push_back(i);
+    --c.in_flight;
+    c.in_flight_bytes -= q.bytes;
+  }
+}
+
+void server::reap(connection& c) {
+  if (c.dead && c.in_flight == 0) connections_.erase(&c);
+}
+
+}  // namespace zc::nbd

@@ -1,0 +1,120 @@
+// The NBD server: listeners (a Unix socket, TCP with TCP_NODELAY, or sockets handed over by
+// systemd), and one epoll loop on the calling thread for every connection. A connection goes
+// through the fixed newstyle handshake, then transmission: many requests in flight, replies in
+// whatever order the backend completes them, a reply queue sent whenever the socket is writable.
+// A connection stops being read while it has max_in_flight requests (or max_in_flight_bytes of
+// IO memory) unanswered, and starts again as its replies drain: a client that does not read its
+// replies holds up no one else. Anything the protocol does not allow there (a bad magic, client
+// flags it does not know) closes that connection only.
+//
+//   zc::nbd::server s(backend, {.export_name = ""});
+//   s.listen_unix("/tmp/zc.sock");
+//   std::thread t([&] { s.run(); });  ...  s.stop();  t.join();
+//
+// Thread rules: run() on one thread; stop() and stopping() from any thread (stop() is
+// async-signal-safe); the listen_* calls before run().
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "nbd/backend.hpp"
+#include "storage/ipv4_endpoint.hpp"
+#include "storage/unique_fd.hpp"
+
+namespace zc::nbd {
+
+struct server_options {
+  std::string export_name;
+  bool read_only = false;         // on top of the backend's own
+  uint32_t max_connections = 64;  // more are accepted and closed at once
+  uint32_t max_in_flight = 128;   // requests per connection not yet answered
+  uint32_t preferred_block_size = 4096;
+  uint32_t max_block_size = 32u << 20;  // the largest READ or WRITE accepted
+  // After stop(): how long the IO in flight and the replies still queued may take.
+  std::chrono::milliseconds drain_timeout{10000};
+};
+
+// Counters, for logs and tests; read from the server's thread or after run() returned.
+struct server_counters {
+  uint64_t connections = 0;  // accepted and served
+  uint64_t refused = 0;      // accepted and closed over max_connections
+  uint64_t requests = 0;
+  uint64_t io_errors = 0;
+};
+
+class server {
+ public:
+  server(backend& storage, server_options options);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  // Throws status_error (operating_system) naming the socket when it cannot listen.
+  void listen_unix(const std::string& path);
+  // Returns the port (useful with port 0).
+  uint16_t listen_tcp(const storage::ipv4_endpoint& where);
+  // A listening socket made elsewhere (systemd socket activation).
+  void adopt_listener(int fd);
+  // The listeners LISTEN_PID/LISTEN_FDS hand over (fds 3...); 0 when the variables are not for
+  // this process. Clears them from the environment, as sd_listen_fds does.
+  static int listeners_from_systemd();
+
+  // Serves until stop(): then accepts nothing more, reads no more requests, lets the IO in flight
+  // finish and its replies go out (bounded by drain_timeout), closes everything and returns.
+  void run();
+  void stop() noexcept;
+  bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
+
+  const server_counters& counters() const noexcept { return counters_; }
+
+ private:
+  struct connection;
+  struct request;
+  struct reply;
+
+  void accept_from(int listener);
+  void on_event(connection& c, uint32_t events);
+  void on_readable(connection& c);
+  bool process_input(connection& c);
+  bool handle_option(connection& c);
+  void handle_request(connection& c);
+  uint32_t io_length(const request& r) const noexcept;
+  void start_io(connection& c, uint32_t index);
+  void use_io(connection& c, uint32_t index, io& x);
+  void submit_io(connection& c, uint32_t index);
+  void retry_waiting();
+  void on_completions();
+  void on_io_done(connection& c, uint32_t index, io& x);
+  void finish(connection& c, uint32_t index, uint32_t error);
+  void queue_reply(connection& c, reply r);
+  void flush_output(connection& c);
+  void update_interest(connection& c);
+  void close_connection(connection& c);
+  void reap(connection& c);
+  bool reading_allowed(const connection& c) const;
+  uint16_t transmission_flags() const noexcept;
+
+  backend& storage_;
+  server_options options_;
+  bool read_only_;
+  std::vector<storage::unique_fd> listeners_;
+  storage::unique_fd epoll_;
+  storage::unique_fd wake_;  // eventfd: stop()
+  std::atomic<bool> stop_{false};
+  std::unordered_map<connection*, std::unique_ptr<connection>> connections_;
+  uint32_t open_connections_ = 0;
+  // Requests waiting for IO memory, oldest first: (connection, request index).
+  std::deque<std::pair<connection*, uint32_t>> waiting_;
+  uint64_t ios_outstanding_ = 0;  // submitted, not yet completed
+  std::vector<io*> completed_;
+  server_counters counters_;
+};
+
+}  // namespace zc::nbd

@@ -1,0 +1,278 @@
+// zcstore_nbd in front of the real zero-copy pipeline (zcstore_target_rdma and
+// zcstore_comch_to_rdma_zero_copy), driven by real NBD clients: nbdcopy in and out with four
+// connections, qemu-img convert and compare, fio's nbd engine with crc32c verification, socket
+// activation by nbdinfo; SIGTERM ends it with exit 0 and the pipeline behind it ends its session;
+// a lost service ends it with exit 1. Every wait is bounded; a missing client skips its test.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "pipeline.hpp"
+
+namespace zc::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint32_t nbd_blocks = 4096;  // 16 MiB
+constexpr uint64_t nbd_disk = uint64_t(nbd_blocks) * block_size;
+constexpr auto client_limit = 60s;
+
+bool have(const std::string& program) {
+  return ::access(("/usr/bin/" + program).c_str(), X_OK) == 0;
+}
+
+struct client_result {
+  std::optional<int> code;
+  std::string output;
+};
+
+// Debian's clients, with Debian's python first on PATH (nbdsh).
+client_result run_client(std::vector<std::string> argv) {
+  argv[0] = "/usr/bin/" + argv[0];
+  subprocess p(std::move(argv), {{"PATH", "/usr/bin:/bin:/usr/sbin:/sbin"}});
+  auto code = p.wait(client_limit);
+  return {code, p.output()};
+}
+
+std::vector<char> read_all(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::vector<std::string> nbd_argv(const pipeline& p, std::vector<std::string> extra) {
+  std::vector<std::string> argv{binary("zcstore_nbd"),
+                                "-d",
+                                "auto",
+                                "--poll-mode",
+                                "event",
+                                "--command-channel-name",
+                                p.channel(),
+                                "--control-timeout",
+                                std::to_string(control_timeout_s)};
+  for (auto& f : cpu_flags(1)) argv.push_back(f);
+  for (auto& e : extra) argv.push_back(std::move(e));
+  return argv;
+}
+
+class nbd_pipeline : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / unique_name("nbd-it");
+    fs::create_directories(dir_);
+    socket_ = (dir_ / "sock").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Target and service, then zcstore_nbd on the Unix socket.
+  bool start(pipeline& p) {
+    if (!p.start_target() || !p.start_service()) return false;
+    nbd = std::make_unique<subprocess>(nbd_argv(p, {"--socket", socket_}));
+    return nbd->wait_for_output("serving NBD on " + socket_, start_timeout);
+  }
+  std::string uri() const { return "nbd+unix:///?socket=" + socket_; }
+  std::string output(const pipeline& p) const {
+    return p.all_output() + "--- nbd\n" + (nbd ? nbd->output() : std::string());
+  }
+
+  fs::path dir_;
+  std::string socket_;
+  std::unique_ptr<subprocess> nbd;
+};
+
+TEST_F(nbd_pipeline, clients_copy_convert_and_verify_through_the_zero_copy_pipeline) {
+  for (const char* c : {"nbdcopy", "qemu-img", "fio"})
+    if (!have(c)) GTEST_SKIP() << c << " is not installed";
+  pipeline p({.block_count = nbd_blocks});
+  ASSERT_TRUE(start(p)) << output(p);
+
+  const auto image = content_bytes(nbd_disk, 11);
+  const auto in = dir_ / "in.img";
+  {
+    std::ofstream f(in, std::ios::binary);
+    f.write(image.data(), static_cast<std::streamsize>(image.size()));
+  }
+  auto r = run_client({"nbdcopy", "--connections", "4", in.string(), uri()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  r = run_client({"nbdcopy", "--connections", "4", uri(), (dir_ / "out.img").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  EXPECT_TRUE(read_all(dir_ / "out.img") == image) << "nbdcopy read back other bytes";
+
+  // qemu-img writes a second image over it and finds every byte there.
+  const auto second = content_bytes(nbd_disk, 12);
+  const auto in2 = dir_ / "in2.img";
+  {
+    std::ofstream f(in2, std::ios::binary);
+    f.write(second.data(), static_cast<std::streamsize>(second.size()));
+  }
+  r = run_client({"qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", in2.string(), uri()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  r = run_client({"qemu-img", "compare", "-f", "raw", "-F", "raw", in2.string(), uri()});
+  EXPECT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+
+  // fio writes with crc32c headers at queue depth 16, then reads and checks them.
+  r = run_client({"fio", "--name=verify", "--ioengine=nbd", "--uri=" + uri(), "--rw=randwrite",
+                  "--bs=4k", "--size=4m", "--iodepth=16", "--verify=crc32c", "--do_verify=1",
+                  "--verify_fatal=1", "--output-format=json"});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j.at("jobs").at(0).at("error").get<int>(), 0) << r.output;
+  EXPECT_GT(j.at("jobs").at(0).at("read").at("io_bytes").get<uint64_t>(), 0u) << r.output;
+
+  // SIGTERM: the export finishes, stops and shuts the session down; the pipeline ends too.
+  nbd->signal(SIGTERM);
+  EXPECT_EQ(nbd->wait(start_timeout), std::optional<int>(0)) << output(p);
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(0)) << output(p);
+  EXPECT_EQ(p.target->wait(start_timeout), std::optional<int>(0)) << output(p);
+  EXPECT_NE(nbd->output().find("0 IO errors"), std::string::npos) << nbd->output();
+  EXPECT_FALSE(fs::exists(socket_));
+}
+
+TEST_F(nbd_pipeline, nbdinfo_starts_it_by_socket_activation) {
+  if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo is not installed";
+  pipeline p({.block_count = nbd_blocks});
+  ASSERT_TRUE(p.start_target() && p.start_service()) << p.all_output();
+  std::vector<std::string> argv{"nbdinfo", "--json", "--", "["};
+  for (auto& a : nbd_argv(p, {})) argv.push_back(a);
+  argv.push_back("]");
+  auto r = run_client(argv);
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << p.all_output();
+  // zcstore_nbd's own lines share the output file: the JSON starts at nbdinfo's first key.
+  const auto at = r.output.find("{\n\"protocol\"");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const auto end = r.output.find("\n}\n", at);
+  ASSERT_NE(end, std::string::npos) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(at, end + 3 - at));
+  const auto& e = j.at("exports").at(0);
+  EXPECT_EQ(e.at("export-size").get<uint64_t>(), nbd_disk) << r.output;
+  EXPECT_EQ(e.at("block_size_minimum").get<uint32_t>(), block_size) << r.output;
+  EXPECT_TRUE(e.at("can_flush").get<bool>()) << r.output;
+  // nbdinfo ended the export with SIGTERM: the session was shut down in order.
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  EXPECT_EQ(p.target->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+}
+
+TEST_F(nbd_pipeline, a_lost_service_ends_the_export_with_status_1) {
+  pipeline p({.block_count = nbd_blocks});
+  ASSERT_TRUE(start(p)) << output(p);
+  p.service->signal(SIGKILL);
+  EXPECT_EQ(nbd->wait(start_timeout), std::optional<int>(1)) << output(p);
+  EXPECT_NE(nbd->output().find("lost the service"), std::string::npos) << nbd->output();
+}
+
+TEST_F(nbd_pipeline, bad_flags_are_one_line_and_status_2) {
+  subprocess none({binary("zcstore_nbd"), "--cpu", "0"});
+  EXPECT_EQ(none.wait(start_timeout), std::optional<int>(2)) << none.output();
+  EXPECT_NE(none.output().find("nowhere to serve"), std::string::npos) << none.output();
+  subprocess listen({binary("zcstore_nbd"), "--cpu", "0", "--listen", "1.2.3:80"});
+  EXPECT_EQ(listen.wait(start_timeout), std::optional<int>(2)) << listen.output();
+  subprocess zero(
+      {binary("zcstore_nbd"), "--cpu", "0", "--socket", "/tmp/x", "--transaction-count", "0"});
+  EXPECT_EQ(zero.wait(start_timeout), std::optional<int>(2)) << zero.output();
+}
+
+// ---- zcstore_local --nbd
+
+// zcstore_local with zcstore_nbd at the front, until SIGINT.
+class local_nbd {
+ public:
+  local_nbd(const std::string& pipeline, const std::string& socket, std::vector<std::string> extra)
+      : socket_(socket) {
+    std::vector<std::string> argv{binary("zcstore_local"),
+                                  pipeline,
+                                  "--nbd",
+                                  socket,
+                                  "--poll-mode",
+                                  "event",
+                                  "--control-timeout",
+                                  std::to_string(control_timeout_s)};
+    for (auto& e : extra) argv.push_back(std::move(e));
+    process = std::make_unique<subprocess>(
+        argv, std::map<std::string, std::string>{{"UCX_MM_ERROR_HANDLING", "y"},
+                                                 {"UCX_KEEPALIVE_INTERVAL", "1s"},
+                                                 {"UCX_WARN_UNUSED_ENV_VARS", "n"}});
+  }
+  bool ready() { return process->wait_for_output("serving NBD on " + socket_, 60s); }
+  // Ctrl-C: zcstore_nbd ends the session in order, then everything behind it ends.
+  std::optional<int> interrupt() {
+    process->signal(SIGINT);
+    return process->wait(40s);
+  }
+  std::unique_ptr<subprocess> process;
+
+ private:
+  std::string socket_;
+};
+
+TEST_F(nbd_pipeline, local_zero_copy_keeps_every_byte_across_a_restart_over_backing_dir) {
+  for (const char* c : {"nbdcopy", "qemu-img"})
+    if (!have(c)) GTEST_SKIP() << c << " is not installed";
+  const auto backing = dir_ / "disk";
+  fs::create_directories(backing);
+  const std::vector<std::string> extra{"--backing-dir", backing.string(), "--target-size",
+                                       std::to_string(nbd_disk)};
+  const auto image = content_bytes(nbd_disk, 21);
+  const auto in = dir_ / "in.img";
+  {
+    std::ofstream f(in, std::ios::binary);
+    f.write(image.data(), static_cast<std::streamsize>(image.size()));
+  }
+  {
+    local_nbd first("zero-copy", socket_, extra);
+    ASSERT_TRUE(first.ready()) << first.process->output();
+    auto r =
+        run_client({"qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", in.string(), uri()});
+    ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << first.process->output();
+    EXPECT_EQ(first.interrupt(), std::optional<int>(128 + SIGINT)) << first.process->output();
+  }
+  EXPECT_TRUE(fs::exists(backing / "target-0.img"));
+  local_nbd second("zero-copy", socket_, extra);
+  ASSERT_TRUE(second.ready()) << second.process->output();
+  auto r = run_client({"nbdcopy", uri(), (dir_ / "out.img").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << second.process->output();
+  EXPECT_TRUE(read_all(dir_ / "out.img") == image) << "the restarted disk holds other bytes";
+  EXPECT_EQ(second.interrupt(), std::optional<int>(128 + SIGINT)) << second.process->output();
+}
+
+TEST_F(nbd_pipeline, local_gga_serves_compressible_data_over_nbd) {
+  if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy is not installed";
+  local_nbd gga("gga", socket_, {});
+  ASSERT_TRUE(gga.ready()) << gga.process->output();
+  // Text compresses well, as gga needs; 16 MiB is the generated disk's size.
+  std::string text;
+  for (uint64_t i = 0; text.size() < nbd_disk; ++i)
+    text += "block " + std::to_string(i * 7919 % 10007) + " of the nbd over gga test\n";
+  text.resize(nbd_disk);
+  const auto in = dir_ / "in.txt";
+  {
+    std::ofstream f(in, std::ios::binary);
+    f << text;
+  }
+  // A block that does not compress cannot be stored by gga: EIO, and a line in the log.
+  auto r = run_client({"nbdsh", "-u", uri(), "-c",
+                       "import os\n"
+                       "try:\n"
+                       "    h.pwrite(os.urandom(8192), 0)\n"
+                       "    print('written')\n"
+                       "except nbd.Error as e:\n"
+                       "    print('refused:', e.errno)\n"});
+  EXPECT_EQ(r.code, std::optional<int>(0)) << r.output;
+  EXPECT_NE(r.output.find("refused: EIO"), std::string::npos) << r.output;
+  EXPECT_TRUE(gga.process->wait_for_output("NBD_CMD_WRITE of 8192 bytes at offset 0x0 failed", 10s))
+      << gga.process->output();
+  r = run_client({"nbdcopy", "--connections", "2", in.string(), uri()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << gga.process->output();
+  r = run_client({"nbdcopy", uri(), (dir_ / "out.txt").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << gga.process->output();
+  const auto back = read_all(dir_ / "out.txt");
+  EXPECT_TRUE(std::string(back.begin(), back.end()) == text) << "gga returned other bytes";
+  EXPECT_EQ(gga.interrupt(), std::optional<int>(128 + SIGINT)) << gga.process->output();
+}
+
+}  // namespace
+}  // namespace zc::test

@@ -1,0 +1,700 @@
+// The NBD server over a memory backend, on a Unix socket in a temporary folder, driven by real
+// clients as child processes (nbdinfo, an nbdsh script, nbdcopy, qemu-io) and by a raw socket
+// for what no polite client sends (unknown options, garbage, huge lengths, a flood of
+// connections, a disconnect in the middle of a request). Every wait is bounded.
+#include "nbd/server.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/bytes.hpp"
+#include "memory_backend.hpp"
+#include "nbd/protocol.hpp"
+#include "support/subprocess.hpp"
+
+namespace zc::nbd {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr uint32_t block = 4096;
+constexpr uint64_t disk_size = 16u << 20;
+constexpr uint32_t max_io = 1u << 20;
+constexpr auto client_timeout = 60s;
+
+// The clients are Debian's (scripts/dev.sh installs them there).
+bool have(const std::string& program) {
+  return ::access(("/usr/bin/" + program).c_str(), X_OK) == 0;
+}
+
+size_t open_fds() {
+  size_t n = 0;
+  for ([[maybe_unused]] auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// Waits (bounded) until this process has `want` descriptors open again.
+bool fds_return_to(size_t want) {
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (open_fds() <= want) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return open_fds() <= want;
+}
+
+std::vector<uint8_t> pattern(size_t size, uint32_t seed) {
+  std::vector<uint8_t> v(size);
+  uint32_t x = seed;
+  for (auto& b : v) {
+    x = x * 1103515245u + 12345u;
+    b = static_cast<uint8_t>(x >> 16);
+  }
+  return v;
+}
+
+// The server on its own thread, over a memory backend.
+class served {
+ public:
+  explicit served(server_options options = {}, uint32_t ios = 32, bool backend_read_only = false)
+      : dir_(fs::temp_directory_path() / zc::test::unique_name("nbd")),
+        backend_(disk_size, block, max_io, ios, backend_read_only) {
+    fs::create_directories(dir_);
+    socket_ = (dir_ / "sock").string();
+    srv_ = std::make_unique<server>(backend_, std::move(options));
+    srv_->listen_unix(socket_);
+    thread_ = std::thread([this] { srv_->run(); });
+  }
+  ~served() {
+    stop();
+    fs::remove_all(dir_);
+  }
+  void stop() {
+    if (!thread_.joinable()) return;
+    srv_->stop();
+    thread_.join();
+  }
+
+  std::string uri(const std::string& name = "") const {
+    return "nbd+unix:///" + name + "?socket=" + socket_;
+  }
+  const std::string& socket_path() const { return socket_; }
+  fs::path file(const std::string& name) const { return dir_ / name; }
+  test::memory_backend& backend() { return backend_; }
+  server& srv() { return *srv_; }
+
+ private:
+  fs::path dir_;
+  std::string socket_;
+  test::memory_backend backend_;
+  std::unique_ptr<server> srv_;
+  std::thread thread_;
+};
+
+struct run_result {
+  std::optional<int> code;
+  std::string output;
+};
+
+// Runs a client to its end (bounded). nbdsh and friends want Debian's python, not another first
+// on PATH.
+run_result run(std::vector<std::string> argv) {
+  if (argv[0].find('/') == std::string::npos) argv[0] = "/usr/bin/" + argv[0];
+  zc::test::subprocess p(std::move(argv), {{"PATH", "/usr/bin:/bin:/usr/sbin:/sbin"}});
+  auto code = p.wait(client_timeout);
+  return {code, p.output()};
+}
+
+void write_file(const fs::path& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<uint8_t> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// ---- a raw client, blocking with a receive timeout so that nothing waits forever
+
+class raw_client {
+ public:
+  explicit raw_client(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    timeval tv{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+  ~raw_client() { close(); }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  bool connected() const { return connected_; }
+
+  bool send(const void* p, size_t n) {
+    auto* b = static_cast<const uint8_t*>(p);
+    while (n > 0) {
+      ssize_t k = ::send(fd_, b, n, MSG_NOSIGNAL);
+      if (k <= 0) return false;
+      b += k;
+      n -= static_cast<size_t>(k);
+    }
+    return true;
+  }
+  bool send(const std::vector<uint8_t>& v) { return send(v.data(), v.size()); }
+  // Exactly n bytes; empty on end of stream, error or timeout.
+  std::vector<uint8_t> recv(size_t n) {
+    std::vector<uint8_t> v(n);
+    size_t got = 0;
+    while (got < n) {
+      ssize_t k = ::recv(fd_, v.data() + got, n - got, 0);
+      if (k <= 0) return {};
+      got += static_cast<size_t>(k);
+    }
+    return v;
+  }
+  // True when the server closed the connection (end of stream within the timeout).
+  bool closed_by_peer() {
+    uint8_t b;
+    for (;;) {
+      ssize_t k = ::recv(fd_, &b, 1, 0);
+      if (k == 0) return true;
+      if (k < 0) return errno == ECONNRESET;
+    }
+  }
+
+  // Greeting and client flags.
+  bool start(uint32_t flags = client_flag::fixed_newstyle | client_flag::no_zeroes) {
+    auto g = recv(server_greeting_size);
+    if (g.size() != server_greeting_size || load_be64(g.data()) != nbd_magic) return false;
+    uint8_t f[4];
+    store_be32(f, flags);
+    return send(f, 4);
+  }
+  bool option(uint32_t opt, const std::vector<uint8_t>& data) {
+    uint8_t h[16];
+    store_be64(h, ihaveopt);
+    store_be32(h + 8, opt);
+    store_be32(h + 12, static_cast<uint32_t>(data.size()));
+    return send(h, 16) && send(data);
+  }
+  struct opt_reply {
+    uint32_t option = 0, type = 0;
+    std::vector<uint8_t> data;
+  };
+  std::optional<opt_reply> reply() {
+    auto h = recv(option_reply_header_size);
+    if (h.empty() || load_be64(h.data()) != option_reply_magic) return std::nullopt;
+    opt_reply r{load_be32(h.data() + 8), load_be32(h.data() + 12), {}};
+    const uint32_t len = load_be32(h.data() + 16);
+    if (len > 0) {
+      r.data = recv(len);
+      if (r.data.size() != len) return std::nullopt;
+    }
+    return r;
+  }
+  // NBD_OPT_GO for export "", every reply up to the ACK.
+  bool go() {
+    if (!option(static_cast<uint32_t>(option::go), {0, 0, 0, 0, 0, 0})) return false;
+    for (;;) {
+      auto r = reply();
+      if (!r) return false;
+      if (r->type == reply_type::ack) return true;
+      if (r->type != reply_type::info) return false;
+    }
+  }
+  bool request(command c, uint64_t cookie, uint64_t offset, uint32_t length, uint16_t flags = 0) {
+    uint8_t h[28];
+    store_be32(h, request_magic);
+    store_be16(h + 4, flags);
+    store_be16(h + 6, static_cast<uint16_t>(c));
+    store_be64(h + 8, cookie);
+    store_be64(h + 16, offset);
+    store_be32(h + 24, length);
+    return send(h, 28);
+  }
+  // A simple reply: (error, cookie).
+  std::optional<std::pair<uint32_t, uint64_t>> simple_reply() {
+    auto r = recv(simple_reply_size);
+    if (r.empty() || load_be32(r.data()) != simple_reply_magic) return std::nullopt;
+    return std::make_pair(load_be32(r.data() + 4), load_be64(r.data() + 8));
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+// ---- nbdinfo
+
+TEST(nbd_server, nbdinfo_reports_size_block_sizes_and_flags) {
+  if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo (libnbd-bin) is not installed";
+  served s;
+  auto r = run({"nbdinfo", "--json", s.uri()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  const auto& e = j.at("exports").at(0);
+  EXPECT_EQ(e.at("export-size").get<uint64_t>(), disk_size);
+  EXPECT_EQ(e.at("block_size_minimum").get<uint32_t>(), block);
+  EXPECT_EQ(e.at("block_size_preferred").get<uint32_t>(), 4096u);
+  EXPECT_EQ(e.at("block_size_maximum").get<uint32_t>(), max_io);
+  EXPECT_EQ(e.at("is_read_only").get<bool>(), false);
+  for (const char* key :
+       {"can_flush", "can_fua", "can_multi_conn", "can_trim", "can_zero", "can_cache", "can_df"})
+    EXPECT_TRUE(e.at(key).get<bool>()) << key << "\n" << r.output;
+  EXPECT_FALSE(e.at("can_fast_zero").get<bool>());
+}
+
+TEST(nbd_server, tcp_listener_serves_nbdinfo) {
+  if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo (libnbd-bin) is not installed";
+  test::memory_backend backend(disk_size, block, max_io, 4);
+  server srv(backend, {});
+  const uint16_t port = srv.listen_tcp({0x7f000001, 0});
+  ASSERT_NE(port, 0);
+  std::thread t([&] { srv.run(); });
+  auto r = run({"nbdinfo", "--size", "nbd://127.0.0.1:" + std::to_string(port)});
+  srv.stop();
+  t.join();
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  EXPECT_EQ(std::stoull(r.output), disk_size) << r.output;
+}
+
+TEST(nbd_server, nbdinfo_sees_a_read_only_export) {
+  if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo (libnbd-bin) is not installed";
+  served s({.read_only = true});
+  auto r = run({"nbdinfo", "--json", s.uri()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_TRUE(j.at("exports").at(0).at("is_read_only").get<bool>()) << r.output;
+}
+
+TEST(nbd_server, nbdinfo_map_is_one_allocated_extent) {
+  if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo (libnbd-bin) is not installed";
+  served s;
+  auto r = run({"nbdinfo", "--map", s.uri()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  // "         0    16777216    0  data"
+  std::istringstream in(r.output);
+  uint64_t offset = 1, length = 0;
+  uint32_t type = 9;
+  std::string what;
+  in >> offset >> length >> type >> what;
+  EXPECT_EQ(offset, 0u) << r.output;
+  EXPECT_EQ(length, disk_size) << r.output;
+  EXPECT_EQ(type, 0u) << r.output;
+  EXPECT_EQ(what, "data") << r.output;
+}
+
+TEST(nbd_server, nbdinfo_list_names_the_export) {
+  if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo (libnbd-bin) is not installed";
+  served s({.export_name = "disk"});
+  auto r = run({"nbdinfo", "--list", "--json", s.uri("disk")});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  ASSERT_EQ(j.at("exports").size(), 1u) << r.output;
+  EXPECT_EQ(j.at("exports").at(0).at("export-name").get<std::string>(), "disk");
+}
+
+// ---- nbdsh: handshake options and errors
+
+constexpr const char* nbdsh_script = R"PY(
+import errno, sys
+import nbd
+
+sock = SOCK
+def uri(name=''):
+    return 'nbd+unix:///' + name + '?socket=' + sock
+
+def expect_errno(f, want, what):
+    try:
+        f()
+    except nbd.Error as e:
+        got = e.errno if isinstance(e.errno, int) else getattr(errno, e.errno)  # a name in 1.14
+        assert got == want, '%s: errno %s, wanted %s (%s)' % (what, e.errno, want, e)
+        print('ok:', what)
+        return
+    raise AssertionError(what + ': no error')
+
+# Options: LIST, INFO on a wrong name (ERR_UNKNOWN), then INFO and GO on the right one.
+h = nbd.NBD()
+h.set_opt_mode(True)
+h.set_export_name('disk')
+h.connect_uri(uri('disk'))
+names = []
+h.opt_list(lambda name, desc: names.append(name))
+assert names == ['disk'], names
+print('ok: list')
+h.set_export_name('nope')
+try:
+    h.opt_info()
+    raise AssertionError('INFO on an unknown export succeeded')
+except nbd.Error as e:
+    print('ok: unknown export refused:', e)
+h.set_export_name('disk')
+h.opt_info()
+assert h.get_size() == SIZE, h.get_size()
+assert h.get_block_size(nbd.SIZE_MINIMUM) == 4096
+print('ok: info')
+contexts = []
+h.add_meta_context('base:allocation')
+n = h.opt_list_meta_context(lambda name: contexts.append(name))
+assert contexts == ['base:allocation'], contexts
+print('ok: list meta contexts')
+h.opt_go()
+assert h.get_structured_replies_negotiated()
+assert h.can_meta_context('base:allocation')
+print('ok: go')
+
+# Transmission: data, block status, and the errors a server must give.
+h.set_strict_mode(0)  # let libnbd send what it would refuse itself
+data = bytes(range(256)) * 32
+h.pwrite(data, 8192, nbd.CMD_FLAG_FUA)
+assert h.pread(8192, 8192) == data
+print('ok: write fua, read back')
+h.zero(4096, 8192)
+assert h.pread(8192, 8192) == bytes(4096) + data[4096:]
+h.trim(4096, 0)
+h.cache(4096, 0)
+h.flush()
+print('ok: zero, trim, cache, flush')
+extents = []
+h.block_status(65536, 0, lambda ctx, off, ents, err: extents.append((ctx, off, list(ents))))
+assert extents == [('base:allocation', 0, [65536, 0])], extents
+print('ok: block status')
+expect_errno(lambda: h.pread(512, 0), errno.EINVAL, 'unaligned read')
+expect_errno(lambda: h.pread(4096, 4096 - 1 + SIZE), errno.EINVAL, 'read past the end')
+expect_errno(lambda: h.pwrite(b'x' * 4096, SIZE), errno.EINVAL, 'write past the end')
+expect_errno(lambda: h.pread(4096, BAD), errno.EIO, 'storage error')
+assert h.pread(4096, 0) == bytes(4096)
+print('ok: still serving after the errors')
+h.shutdown()
+
+# A read-only export: writes, zeroes and trims are EPERM, reads work.
+r = nbd.NBD()
+r.connect_uri(uri('ro'))
+assert r.is_read_only()
+r.set_strict_mode(0)
+expect_errno(lambda: r.pwrite(b'y' * 4096, 0), errno.EPERM, 'write to read-only')
+expect_errno(lambda: r.zero(4096, 0), errno.EPERM, 'zero on read-only')
+expect_errno(lambda: r.trim(4096, 0), errno.EPERM, 'trim on read-only')
+r.pread(4096, 0)
+r.shutdown()
+
+# ABORT ends the handshake cleanly.
+a = nbd.NBD()
+a.set_opt_mode(True)
+a.connect_uri(uri('disk'))
+a.opt_abort()
+print('ok: abort')
+print('all ok')
+)PY";
+
+TEST(nbd_server, nbdsh_options_and_errors) {
+  if (!have("nbdsh")) GTEST_SKIP() << "nbdsh (python3-libnbd) is not installed";
+  // Two exports on two servers: 'disk' and a read-only 'ro', same socket folder.
+  served s({.export_name = "disk"});
+  served ro({.export_name = "ro", .read_only = true});
+  const uint64_t bad = 1u << 20;
+  s.backend().fail_at(bad);
+  std::string script = nbdsh_script;
+  const std::string prelude =
+      "SOCK = '" + s.socket_path() + "'\nSIZE = " + std::to_string(disk_size) +
+      "\nBAD = " + std::to_string(bad) + "\nRO_SOCK = '" + ro.socket_path() + "'\n";
+  // The read-only export lives on its own socket.
+  const std::string ro_uri = "uri('ro')";
+  script.replace(script.find(ro_uri), ro_uri.size(), "'nbd+unix:///ro?socket=' + RO_SOCK");
+  const auto path = s.file("script.py");
+  {
+    std::ofstream out(path);
+    out << prelude << script;
+  }
+  auto r = run({"nbdsh", "-n", "-c", "exec(open('" + path.string() + "').read())"});
+  EXPECT_EQ(r.code, std::optional<int>(0)) << r.output;
+  EXPECT_NE(r.output.find("all ok"), std::string::npos) << r.output;
+  s.stop();
+  EXPECT_GE(s.backend().flushes, 2u);  // the FUA write and the flush
+  EXPECT_GE(s.srv().counters().io_errors, 1u);
+}
+
+// ---- nbdcopy and qemu-io
+
+TEST(nbd_server, nbdcopy_in_and_out_with_four_connections) {
+  if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy (libnbd-bin) is not installed";
+  served s;
+  const auto image = pattern(disk_size, 7);
+  write_file(s.file("in.img"), image);
+  auto r = run(
+      {"nbdcopy", "--connections", "4", "--requests", "16", s.file("in.img").string(), s.uri()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  EXPECT_TRUE(s.backend().bytes() == image);
+  r = run({"nbdcopy", "--connections", "4", s.uri(), s.file("out.img").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  EXPECT_TRUE(read_file(s.file("out.img")) == image);
+}
+
+TEST(nbd_server, nbdcopy_through_few_ios_waits_for_memory) {
+  if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy (libnbd-bin) is not installed";
+  served s({}, /*ios=*/2);  // fewer ios than requests in flight: requests queue for memory
+  const auto image = pattern(disk_size, 8);
+  write_file(s.file("in.img"), image);
+  auto r = run({"nbdcopy", "--connections", "4", s.file("in.img").string(), s.uri()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  r = run({"nbdcopy", "--connections", "4", s.uri(), s.file("out.img").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  EXPECT_TRUE(read_file(s.file("out.img")) == image);
+  s.stop();
+  EXPECT_EQ(s.backend().free_ios(), 2u);
+}
+
+TEST(nbd_server, qemu_io_writes_with_fua_zeroes_and_discards) {
+  if (!have("qemu-io")) GTEST_SKIP() << "qemu-io (qemu-utils) is not installed";
+  served s;
+  auto r = run({"qemu-io", "-f",
+                "raw",     s.uri(),
+                "-c",      "write -P 0xab -f 0 64k",
+                "-c",      "read -P 0xab 0 64k",
+                "-c",      "write -P 0xcd 64k 1M",
+                "-c",      "write -z 128k 64k",
+                "-c",      "read -P 0 128k 64k",
+                "-c",      "read -P 0xcd 192k 64k",
+                "-c",      "discard 512k 64k",
+                "-c",      "flush",
+                "-c",      "read -P 0xab 4k 4k"});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  EXPECT_EQ(r.output.find("failed"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("error"), std::string::npos) << r.output;
+  s.stop();
+  const auto& b = s.backend().bytes();
+  EXPECT_EQ(b[0], 0xab);
+  EXPECT_EQ(b[65535], 0xab);
+  EXPECT_EQ(b[128 * 1024], 0);
+  EXPECT_EQ(b[192 * 1024], 0xcd);
+  EXPECT_EQ(b[64 * 1024 + (1 << 20) - 1], 0xcd);
+  EXPECT_GE(s.backend().flushes, 2u);
+}
+
+// ---- raw clients
+
+TEST(nbd_server, unknown_option_is_unsupported_and_go_still_works) {
+  served s;
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.option(4242, {1, 2, 3}));
+  auto r = c.reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->option, 4242u);
+  EXPECT_EQ(r->type, reply_type::err_unsup);
+  // STARTTLS and EXTENDED_HEADERS are options we do not offer either.
+  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::extended_headers), {}));
+  r = c.reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->type, reply_type::err_unsup);
+  // An option longer than the cap: read past and refused.
+  std::vector<uint8_t> big(max_option_length + 1, 0x55);
+  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::go), big));
+  r = c.reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->type, reply_type::err_too_big);
+  // A GO whose lengths do not add up.
+  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::go), {0, 0, 0, 9}));
+  r = c.reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->type, reply_type::err_invalid);
+  ASSERT_TRUE(c.go());
+  // Simple replies (no structured replies asked for): an unknown command is EINVAL, a read works.
+  ASSERT_TRUE(c.request(static_cast<command>(77), 1, 0, 4096));
+  auto rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, static_cast<uint32_t>(error_code::einval));
+  EXPECT_EQ(rep->second, 1u);
+  ASSERT_TRUE(c.request(command::read, 2, 0, 4096, command_flag::no_hole));  // bad flag
+  rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, static_cast<uint32_t>(error_code::einval));
+  s.backend().bytes()[4096] = 0x5a;
+  ASSERT_TRUE(c.request(command::read, 3, 4096, 4096));
+  rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  EXPECT_EQ(rep->second, 3u);
+  auto data = c.recv(4096);
+  ASSERT_EQ(data.size(), 4096u);
+  EXPECT_EQ(data[0], 0x5a);
+  // A refused WRITE still has its payload read: the next request is understood.
+  ASSERT_TRUE(c.request(command::write, 4, 1000, 4096));
+  ASSERT_TRUE(c.send(std::vector<uint8_t>(4096, 0x77)));
+  rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, static_cast<uint32_t>(error_code::einval));
+  ASSERT_TRUE(c.request(command::flush, 5, 0, 0));
+  rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  EXPECT_EQ(rep->second, 5u);
+  ASSERT_TRUE(c.request(command::disc, 6, 0, 0));
+  EXPECT_TRUE(c.closed_by_peer());
+}
+
+TEST(nbd_server, export_name_option_with_and_without_zeroes) {
+  served s({.export_name = "x"});
+  for (bool no_zeroes : {true, false}) {
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start(client_flag::fixed_newstyle | (no_zeroes ? client_flag::no_zeroes : 0)));
+    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::export_name), {'x'}));
+    auto r = c.recv(10 + (no_zeroes ? 0 : export_name_zeroes));
+    ASSERT_FALSE(r.empty());
+    EXPECT_EQ(load_be64(r.data()), disk_size);
+    EXPECT_TRUE(load_be16(r.data() + 8) & transmission_flag::has_flags);
+  }
+  raw_client wrong(s.socket_path());
+  ASSERT_TRUE(wrong.start());
+  ASSERT_TRUE(wrong.option(static_cast<uint32_t>(option::export_name), {'y'}));
+  EXPECT_TRUE(wrong.closed_by_peer());
+}
+
+TEST(nbd_server, hostile_input_closes_that_connection_only_and_leaks_nothing) {
+  served s({.max_connections = 8});
+  const size_t fds_at_start = open_fds();
+  {
+    // Garbage instead of client flags.
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start(0xdeadbeef));
+    EXPECT_TRUE(c.closed_by_peer());
+  }
+  {
+    // Not fixed newstyle.
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start(0));
+    EXPECT_TRUE(c.closed_by_peer());
+  }
+  {
+    // A bad option magic.
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start());
+    ASSERT_TRUE(c.send(std::vector<uint8_t>(64, 0xff)));
+    EXPECT_TRUE(c.closed_by_peer());
+  }
+  {
+    // A huge option length, then the client goes away in the middle of it.
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start());
+    uint8_t h[16];
+    store_be64(h, ihaveopt);
+    store_be32(h + 8, static_cast<uint32_t>(option::go));
+    store_be32(h + 12, 0xffffffff);
+    ASSERT_TRUE(c.send(h, 16));
+    ASSERT_TRUE(c.send(std::vector<uint8_t>(100000, 0)));
+  }
+  {
+    // A bad request magic after GO.
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start());
+    ASSERT_TRUE(c.go());
+    ASSERT_TRUE(c.send(std::vector<uint8_t>(28, 0x11)));
+    EXPECT_TRUE(c.closed_by_peer());
+  }
+  {
+    // A WRITE of 4 GiB - 1 (refused, its payload read past) abandoned half way, and a write
+    // whose payload never comes.
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start());
+    ASSERT_TRUE(c.go());
+    ASSERT_TRUE(c.request(command::write, 1, 0, 0xffffffff));
+    ASSERT_TRUE(c.send(std::vector<uint8_t>(1 << 20, 0)));
+  }
+  {
+    // Many reads, never read back, then the client vanishes in the middle of a write.
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start());
+    ASSERT_TRUE(c.go());
+    for (uint64_t i = 0; i < 200; ++i) ASSERT_TRUE(c.request(command::read, i, 0, max_io));
+    ASSERT_TRUE(c.request(command::write, 1000, 0, 65536));
+  }
+  {
+    // A flood: more connections than allowed. The extra ones are closed at once.
+    std::vector<std::unique_ptr<raw_client>> flood;
+    for (int i = 0; i < 40; ++i) flood.push_back(std::make_unique<raw_client>(s.socket_path()));
+    size_t greeted = 0, closed = 0;
+    for (auto& c : flood) {
+      auto g = c->recv(server_greeting_size);
+      if (g.size() == server_greeting_size)
+        ++greeted;
+      else
+        ++closed;
+    }
+    EXPECT_LE(greeted, 8u);
+    EXPECT_GE(closed, 32u);
+  }
+  // Every descriptor the server opened is closed again (the flood's included: until then they
+  // count against the cap), and it still serves.
+  EXPECT_TRUE(fds_return_to(fds_at_start))
+      << open_fds() << " fds open, " << fds_at_start << " at the start";
+  {
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start());
+    ASSERT_TRUE(c.go());
+    ASSERT_TRUE(c.request(command::read, 9, 0, 4096));
+    auto rep = c.simple_reply();
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->first, 0u);
+  }
+  EXPECT_TRUE(fds_return_to(fds_at_start))
+      << open_fds() << " fds open, " << fds_at_start << " at the start";
+  EXPECT_GE(s.srv().counters().refused, 32u);
+  s.stop();
+  EXPECT_EQ(s.backend().free_ios(), 32u);
+}
+
+TEST(nbd_server, a_client_that_does_not_read_replies_holds_up_no_one_else) {
+  served s({.max_in_flight = 8});
+  raw_client stuck(s.socket_path());
+  ASSERT_TRUE(stuck.start());
+  ASSERT_TRUE(stuck.go());
+  // Far more read data than the socket buffers hold, never read.
+  for (uint64_t i = 0; i < 64; ++i) ASSERT_TRUE(stuck.request(command::read, i, 0, max_io));
+  // Another connection is served meanwhile.
+  raw_client other(s.socket_path());
+  ASSERT_TRUE(other.start());
+  ASSERT_TRUE(other.go());
+  for (uint64_t i = 0; i < 16; ++i) {
+    ASSERT_TRUE(other.request(command::read, i, 4096 * i, 4096));
+    auto rep = other.simple_reply();
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->first, 0u);
+    EXPECT_EQ(other.recv(4096).size(), 4096u);
+  }
+}
+
+TEST(nbd_server, stop_finishes_what_is_in_flight) {
+  served s;
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(c.request(command::read, 1, 0, 4096));
+  auto rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(c.recv(4096).size(), 4096u);
+  s.stop();
+  EXPECT_TRUE(c.closed_by_peer());
+}
+
+}  // namespace
+}  // namespace zc::nbd
