@@ -30,6 +30,7 @@
 #include "accel/dma_engine.hpp"
 #include "accel/ec_engine.hpp"
 #include "accel/lz4_engine.hpp"
+#include "common.hpp"
 #include "core/buffer.hpp"
 #include "core/memory_map.hpp"
 #include "core/progress_engine.hpp"
@@ -40,10 +41,7 @@ using namespace zc;
 
 constexpr size_t block_count = 256;
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "accel_bench: %s\n", what.c_str());
-  std::exit(1);
-}
+using bench::die;
 
 // The plain file zcstore_local gga makes (apps/local/gga_launcher.cpp, compressible_text).
 std::vector<uint8_t> compressible_text(size_t size) {
@@ -252,19 +250,34 @@ void reset(core::buffer& b) {
   if (b.set_data(b.head(), 0) != status::success) die("set_data");
 }
 
-void zc_lz4_compress(benchmark::State& state, bool zeros) {
-  block_set set(size_t(state.range(0)), zeros);
-  engines e(set.size);
-  std::vector<core::buffer*> src;
-  for (auto* p : set.plain) src.push_back(&set.mem.with_data(p, set.size));
-  core::buffer& dst = set.mem.empty(set.mem.take(set.size), set.size);
+// The plain blocks as buffers, whole (or their first `n` bytes at `offset`).
+std::vector<core::buffer*> plain_buffers(block_set& set, size_t offset, size_t n) {
+  std::vector<core::buffer*> out;
+  for (auto* p : set.plain) out.push_back(&set.mem.with_data(p + offset, n));
+  return out;
+}
+
+// One engine task per iteration, block after block: make(i) allocates the task of block i, which
+// appends to `out` (emptied before each).
+template <typename Engine, typename Make>
+void engine_loop(benchmark::State& state, const block_set& set, engines& e, Engine& engine,
+                 core::buffer& out, Make make) {
   size_t i = 0;
   for (auto _ : state) {
-    reset(dst);
-    e.run(e.lz4, e.lz4.allocate_compress(*src[i], dst));
+    reset(out);
+    e.run(engine, make(i));
     i = (i + 1) % block_count;
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(set.size));
+}
+
+void zc_lz4_compress(benchmark::State& state, bool zeros) {
+  block_set set(size_t(state.range(0)), zeros);
+  engines e(set.size);
+  const auto src = plain_buffers(set, 0, set.size);
+  core::buffer& dst = set.mem.empty(set.mem.take(set.size), set.size);
+  engine_loop(state, set, e, e.lz4, dst,
+              [&](size_t i) { return e.lz4.allocate_compress(*src[i], dst); });
 }
 
 void zc_lz4_decompress(benchmark::State& state) {
@@ -272,57 +285,41 @@ void zc_lz4_decompress(benchmark::State& state) {
   engines e(set.size);
   // The images, made by the engine itself.
   std::vector<core::buffer*> images;
-  for (auto* p : set.plain) {
-    uint8_t* img = set.mem.take(set.size);
-    core::buffer& dst = set.mem.empty(img, set.size);
-    e.run(e.lz4, e.lz4.allocate_compress(set.mem.with_data(p, set.size), dst));
-    images.push_back(&dst);
+  for (core::buffer* plain : plain_buffers(set, 0, set.size)) {
+    core::buffer& image = set.mem.empty(set.mem.take(set.size), set.size);
+    e.run(e.lz4, e.lz4.allocate_compress(*plain, image));
+    images.push_back(&image);
   }
   core::buffer& out = set.mem.empty(set.mem.take(set.size), set.size);
-  size_t i = 0;
-  for (auto _ : state) {
-    reset(out);
-    e.run(e.lz4, e.lz4.allocate_decompress(*images[i], out));
-    i = (i + 1) % block_count;
-  }
-  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(set.size));
+  engine_loop(state, set, e, e.lz4, out,
+              [&](size_t i) { return e.lz4.allocate_decompress(*images[i], out); });
 }
 
+// Encode: P from D1 and D2. Decode: D1 from D2 and P (the first half stands in for P: the same
+// work).
 void zc_ec(benchmark::State& state, bool decode) {
   block_set set(size_t(state.range(0)), false);
   engines e(set.size);
   const size_t h = set.half();
-  std::vector<std::array<core::buffer*, 2>> halves;
-  for (auto* p : set.plain)
-    halves.push_back({&set.mem.with_data(p, h), &set.mem.with_data(p + h, h)});
+  const auto first = plain_buffers(set, 0, h), second = plain_buffers(set, h, h);
   core::buffer& out = set.mem.empty(set.mem.take(h), h);
-  size_t i = 0;
-  for (auto _ : state) {
-    reset(out);
-    if (decode)  // D1 from D2 and P (the second half stands in for P: the same work)
-      e.run(e.ec, e.ec.allocate_recover(accel::ec_matrix::vandermonde, 0, *halves[i][1],
-                                        *halves[i][0], out));
-    else
-      e.run(e.ec,
-            e.ec.allocate_create(accel::ec_matrix::vandermonde, *halves[i][0], *halves[i][1], out));
-    i = (i + 1) % block_count;
-  }
-  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(set.size));
+  if (decode)
+    engine_loop(state, set, e, e.ec, out, [&](size_t i) {
+      return e.ec.allocate_recover(accel::ec_matrix::vandermonde, 0, *second[i], *first[i], out);
+    });
+  else
+    engine_loop(state, set, e, e.ec, out, [&](size_t i) {
+      return e.ec.allocate_create(accel::ec_matrix::vandermonde, *first[i], *second[i], out);
+    });
 }
 
 void zc_memcpy(benchmark::State& state) {
   block_set set(size_t(state.range(0)), false);
   engines e(set.size);
-  std::vector<core::buffer*> src;
-  for (auto* p : set.plain) src.push_back(&set.mem.with_data(p, set.size));
+  const auto src = plain_buffers(set, 0, set.size);
   core::buffer& dst = set.mem.empty(set.mem.take(set.size), set.size);
-  size_t i = 0;
-  for (auto _ : state) {
-    reset(dst);
-    e.run(e.dma, e.dma.allocate_memcpy(*src[i], dst));
-    i = (i + 1) % block_count;
-  }
-  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(set.size));
+  engine_loop(state, set, e, e.dma, dst,
+              [&](size_t i) { return e.dma.allocate_memcpy(*src[i], dst); });
 }
 
 void register_all() {
@@ -352,16 +349,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--sizes" && i + 1 < argc) {
-      sizes.clear();
-      for (const char* p = argv[++i]; *p != '\0';) {
-        char* end = nullptr;
-        const unsigned long v = std::strtoul(p, &end, 10);
-        if (end == p || v < 64 || v > 65536 || v % 64 != 0)
-          die("--sizes takes multiples of 64 from 64 to 65536");
-        sizes.push_back(v);
-        p = *end == ',' ? end + 1 : end;
-        if (*end != ',' && *end != '\0') die("--sizes: a comma-separated list");
-      }
+      sizes = bench::parse_sizes(argv[++i]);
+      for (size_t v : sizes)
+        if (v < 64 || v > 65536 || v % 64 != 0) die("--sizes takes multiples of 64 up to 65536");
     } else {
       die("unknown argument " + a);
     }
