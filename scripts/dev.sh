@@ -6,7 +6,7 @@
 #                                       then the libFuzzer harnesses for a bounded time
 #   scripts/dev.sh fuzz [seconds]       build with clang + libFuzzer and fuzz every decoder
 #   scripts/dev.sh demo                 build and run the local demo, print what happened
-#   scripts/dev.sh bench [rdma|comch|target|pipeline|gga|all]   run benchmarks, write docs/BENCHMARKS.md
+#   scripts/dev.sh bench [rdma|comch|target|pipeline|gga|nbd|all]   run benchmarks, write docs/BENCHMARKS.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -17,7 +17,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev 
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
   libnbd-bin python3-libnbd qemu-utils fio nbdkit)
 # Only the benchmarks need these: nbdkit and fio (the pipeline's and nbd's comparison), jq (JSON
-# parsing), linux-perf (gga's profile of the service).
+# parsing), linux-perf (gga's profile of the service, nbd's of zcstore_nbd).
 BENCH_PACKAGES=(nbdkit fio jq linux-perf)
 
 log() { printf '\033[1m== %s\033[0m\n' "$*"; }
@@ -112,7 +112,7 @@ case "${1:-}" in
   demo) deps; build release; ucx_env; exec "$ROOT/scripts/demo.sh" "$ROOT/build/release" ;;
   bench)
     deps
-    case "${2:-all}" in pipeline | gga | all) deps "${BENCH_PACKAGES[@]}" ;; esac
+    case "${2:-all}" in pipeline | gga | nbd | all) deps "${BENCH_PACKAGES[@]}" ;; esac
     build release
     ucx_env
     exec "$ROOT/bench/run.sh" "$ROOT/build/release" "${2:-all}"
