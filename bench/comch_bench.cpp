@@ -36,6 +36,7 @@
 #include "comch/internal/unix_socket.hpp"
 #include "comch/producer.hpp"
 #include "comch/server.hpp"
+#include "common.hpp"
 #include "core/buffer.hpp"
 #include "core/log.hpp"
 #include "core/memory_map.hpp"
@@ -45,6 +46,7 @@
 namespace {
 
 using namespace zc;
+using bench::die;
 using core::context_state;
 using clock_type = std::chrono::steady_clock;
 
@@ -68,11 +70,6 @@ uint64_t get_u64(const uint8_t* m, size_t at) {
   uint64_t v;
   std::memcpy(&v, m + at, sizeof(v));
   return v;
-}
-
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "comch_bench: %s\n", what.c_str());
-  std::exit(1);
 }
 
 struct options {
@@ -101,8 +98,7 @@ result median_of(const std::vector<result>& runs) {
   auto median = [&](double result::*field) {
     std::vector<double> v;
     for (const auto& r : runs) v.push_back(r.*field);
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    return bench::median(std::move(v));
   };
   result m = runs.front();
   m.rate_mps = median(&result::rate_mps);
@@ -110,13 +106,6 @@ result median_of(const std::vector<result>& runs) {
   m.one_way_p99_us = median(&result::one_way_p99_us);
   m.half_rtt_p50_us = median(&result::half_rtt_p50_us);
   return m;
-}
-
-double percentile(std::vector<uint64_t>& v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
-  return static_cast<double>(v[i]) / 1000.0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -202,7 +191,7 @@ class ring_consumer {
 void ring_child(const options& o) {
   auto* pair = static_cast<ring_pair*>(
       mmap(nullptr, sizeof(ring_pair), PROT_READ | PROT_WRITE, MAP_SHARED, o.ring_fd, 0));
-  if (pair == MAP_FAILED) fail("child: mmap of the ring failed");
+  if (pair == MAP_FAILED) die("child: mmap of the ring failed");
   const bool event = o.phase == "ring-event";
   ring_producer out(pair->to_parent, o.bell_to_parent, event);
   ring_consumer in(pair->to_child, o.bell_to_child, event);
@@ -239,13 +228,13 @@ struct fast_path_end {
         tx(worker, conn,
            {.send_tasks = queue_depth,
             .on_send_done = [this](comch::producer_send_task& t) { sent(t); },
-            .on_send_error = [](comch::producer_send_task&) { fail("producer send failed"); }}) {
+            .on_send_error = [](comch::producer_send_task&) { die("producer send failed"); }}) {
     rx.start();
     tx.start();
     for (uint32_t i = 0; i < queue_depth; ++i) {
       core::buffer* b = nullptr;
       inventory.get_by_addr(*rx_mem, rx_mem->data() + i * message_size, message_size, b);
-      if (rx.submit(*rx.allocate_post_recv(*b)) != status::success) fail("post receive failed");
+      if (rx.submit(*rx.allocate_post_recv(*b)) != status::success) die("post receive failed");
       core::buffer* s = nullptr;
       inventory.get_by_addr(*tx_mem, tx_mem->data() + i * message_size, message_size, s);
       s->set_data(s->head(), message_size);
@@ -268,12 +257,12 @@ struct fast_path_end {
     t->set_user_data(core::make_user_data(repost));
     status s;
     while ((s = tx.submit(*t)) == status::again) step(worker);
-    if (s != status::success) fail("producer submit: " + std::string(status_name(s)));
+    if (s != status::success) die("producer submit: " + std::string(status_name(s)));
   }
   void repost(comch::consumer_post_recv_task& r) {
     r.buf().set_data(r.buf().head(), 0);
     if (rx.state() == context_state::running && rx.submit(r) != status::success)
-      fail("re-post failed");
+      die("re-post failed");
   }
   static void step(core::progress_engine& worker) {
     if (!worker.progress()) worker.wait(std::chrono::milliseconds(100));
@@ -318,7 +307,7 @@ void comch_child(const options& o) {
        .connect_timeout = setup_timeout});
   cli.start();
   if (!control.run_until([&] { return cli.state() == context_state::running; }, setup_timeout))
-    fail("child: no connection");
+    die("child: no connection");
   std::deque<comch::consumer_post_recv_task*> received;
   bool stop = false;
   fast_path_end end(worker, *cli.get_connection(), [&](comch::consumer_post_recv_task& t) {
@@ -330,7 +319,7 @@ void comch_child(const options& o) {
   });
   // The parent says go once it has seen our consumer (so our announcement went out).
   if (!control.run_until([&] { return go && parent_consumer != 0; }, setup_timeout))
-    fail("child: parent not ready");
+    die("child: parent not ready");
 
   for (uint64_t i = 0; i < o.messages; ++i) {
     core::buffer* b;
@@ -370,7 +359,7 @@ pid_t spawn_child(const options& o, const std::string& phase,
       std::to_string(o.cpu_parent) + "," + std::to_string(o.cpu_child)};
   args.insert(args.end(), extra.begin(), extra.end());
   pid_t pid = fork();
-  if (pid < 0) fail("fork failed");
+  if (pid < 0) die("fork failed");
   if (pid == 0) {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -385,23 +374,23 @@ void reap(pid_t pid) {
   int st = 0;
   for (int i = 0; i < 2000; ++i) {
     if (waitpid(pid, &st, WNOHANG) == pid) {
-      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail("child failed");
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) die("child failed");
       return;
     }
     usleep(5000);
   }
   kill(pid, SIGKILL);
   waitpid(pid, &st, 0);
-  fail("child did not exit");
+  die("child did not exit");
 }
 
 result ring_parent(const options& o, const std::string& phase) {
   const bool event = phase == "ring-event";
   int fd = memfd_create("zc-comch-bench-ring", 0);  // inherited by the child
-  if (fd < 0 || ftruncate(fd, sizeof(ring_pair)) != 0) fail("memfd");
+  if (fd < 0 || ftruncate(fd, sizeof(ring_pair)) != 0) die("memfd");
   auto* pair = static_cast<ring_pair*>(
       mmap(nullptr, sizeof(ring_pair), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-  if (pair == MAP_FAILED) fail("mmap");
+  if (pair == MAP_FAILED) die("mmap");
   new (pair) ring_pair{};
   int to_parent = eventfd(0, EFD_NONBLOCK), to_child = eventfd(0, EFD_NONBLOCK);
   pid_t child =
@@ -415,7 +404,7 @@ result ring_parent(const options& o, const std::string& phase) {
   uint64_t first = 0, last = 0;
   for (uint64_t i = 0; i < o.messages; ++i) {
     in.pop_blocking(m);
-    if (get_u64(m, 8) != i) fail("ring: out of order");
+    if (get_u64(m, 8) != i) die("ring: out of order");
     // Only the first and last arrivals are timed: a clock read per message would cost more
     // than the message (kvm-clock in these VMs).
     if (i == 0) first = now_ns();
@@ -441,9 +430,10 @@ result ring_parent(const options& o, const std::string& phase) {
   m[0] = stop_marker;
   out.push_blocking(m);
   reap(child);
-  r.one_way_p50_us = percentile(one_way, 0.5);
-  r.one_way_p99_us = percentile(one_way, 0.99);
-  r.half_rtt_p50_us = percentile(rtt, 0.5);
+  const bench::latency_stats one_way_stats = bench::summarize_ns(one_way);
+  r.one_way_p50_us = one_way_stats.median_us;
+  r.one_way_p99_us = one_way_stats.p99_us;
+  r.half_rtt_p50_us = bench::summarize_ns(rtt).median_us;
   munmap(pair, sizeof(ring_pair));
   close(fd);
   close(to_parent);
@@ -464,7 +454,7 @@ result comch_parent(const options& o, const std::string& phase) {
        .on_connect = [&](comch::connection& c) { conn = &c; }});
   srv.start();
   pid_t child = spawn_child(o, phase, {"--channel", channel});
-  if (!control.run_until([&] { return conn != nullptr; }, setup_timeout)) fail("no child");
+  if (!control.run_until([&] { return conn != nullptr; }, setup_timeout)) die("no child");
 
   uint64_t received = 0, first = 0, last = 0;
   bool out_of_order = false;
@@ -485,13 +475,13 @@ result comch_parent(const options& o, const std::string& phase) {
     self->repost(t);
   });
   self = &end;
-  if (!control.run_until([&] { return child_consumer != 0; }, setup_timeout)) fail("no consumer");
+  if (!control.run_until([&] { return child_consumer != 0; }, setup_timeout)) die("no consumer");
   static const uint8_t go[] = {'g', 'o'};
   srv.submit(*srv.allocate_send(*conn, go));
 
   if (!worker.run_until([&] { return received == o.messages; }, run_timeout))
-    fail("rate run stalled");
-  if (out_of_order) fail("comch: out of order");
+    die("rate run stalled");
+  if (out_of_order) die("comch: out of order");
   result r{"comch producer -> consumer", phase.ends_with("busy") ? "busy" : "event"};
   r.rate_mps = static_cast<double>(o.messages - 1) / (static_cast<double>(last - first) / 1e3);
 
@@ -507,7 +497,7 @@ result comch_parent(const options& o, const std::string& phase) {
     const uint64_t t0 = now_ns();
     end.send(worker, *b, child_consumer);
     if (!worker.run_until([&] { return echo_sent_at.has_value(); }, run_timeout))
-      fail("latency run stalled");
+      die("latency run stalled");
     one_way.push_back(echo_arrival - *echo_sent_at);
     rtt.push_back((echo_arrival - t0) / 2);
   }
@@ -520,9 +510,10 @@ result comch_parent(const options& o, const std::string& phase) {
   end.stop(worker);
   srv.stop();
   control.run_until([&] { return srv.state() == context_state::idle; }, setup_timeout);
-  r.one_way_p50_us = percentile(one_way, 0.5);
-  r.one_way_p99_us = percentile(one_way, 0.99);
-  r.half_rtt_p50_us = percentile(rtt, 0.5);
+  const bench::latency_stats one_way_stats = bench::summarize_ns(one_way);
+  r.one_way_p50_us = one_way_stats.median_us;
+  r.one_way_p99_us = one_way_stats.p99_us;
+  r.half_rtt_p50_us = bench::summarize_ns(rtt).median_us;
   return r;
 }
 
@@ -651,11 +642,10 @@ int main(int argc, char** argv) {
       std::printf(
           "\ncomch busy rate / bare ring busy rate, per round: median %.0f%% (min %.0f%%, "
           "max %.0f%%)\n",
-          100.0 * busy_ratio[busy_ratio.size() / 2], 100.0 * busy_ratio.front(),
-          100.0 * busy_ratio.back());
+          100.0 * bench::median(busy_ratio), 100.0 * busy_ratio.front(), 100.0 * busy_ratio.back());
     }
     return 0;
   } catch (const std::exception& e) {
-    fail(e.what());
+    die(e.what());
   }
 }

@@ -38,6 +38,7 @@
 #include <x86intrin.h>
 #endif
 
+#include "common.hpp"
 #include "core/buffer.hpp"
 #include "core/device.hpp"
 #include "core/memory_map.hpp"
@@ -57,40 +58,10 @@ constexpr size_t receive_slot = 256;  // bytes per posted receive buffer
 constexpr uint32_t server_receives = 256;
 constexpr size_t max_samples = 4 << 20;
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "rdma_bench: %s\n", what.c_str());
-  std::exit(1);
-}
+using bench::die;
 
-void write_file(const fs::path& path, const std::vector<uint8_t>& bytes) {
-  auto tmp = path;
-  tmp += ".tmp";
-  std::ofstream(tmp, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()),
-             static_cast<std::streamsize>(bytes.size()));
-  fs::rename(tmp, path);
-}
-
-std::vector<uint8_t> wait_file(const fs::path& path, std::chrono::seconds timeout) {
-  auto deadline = clock_type::now() + timeout;
-  while (!fs::exists(path)) {
-    if (clock_type::now() > deadline) die("timed out waiting for " + path.string());
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-struct options {
-  std::string role, dir, device;
+struct options : bench::pair_options {
   core::poll_mode poll = core::poll_mode::busy;
-  int cpu = -1;
-  double seconds = 2.0;
-  std::vector<std::string> tests{"pingpong",  "msgrate", "read_lat",
-                                 "write_lat", "read_bw", "write_bw"};
-  std::vector<size_t> sizes{4096, 65536};
-  uint32_t qd = 32;
-  uint32_t window = 64;
   bool profile = false;  // measure the share of time spent in progress() passes that did work
 };
 
@@ -101,10 +72,6 @@ inline uint64_t ticks() {
 #else
   return static_cast<uint64_t>(clock_type::now().time_since_epoch().count());
 #endif
-}
-
-const char* mode_name(core::poll_mode m) {
-  return m == core::poll_mode::busy ? "busy" : m == core::poll_mode::event ? "event" : "adaptive";
 }
 
 // Region memory: page-aligned, owned here, wrapped by a memory map.
@@ -169,8 +136,8 @@ struct side {
   // Connects through DIR: writes <me>.conn, reads <peer>.conn.
   void connect(const fs::path& dir, const std::string& me, const std::string& peer) {
     if (ctx->start() != status::success) die("start failed");
-    write_file(dir / (me + ".conn"), ctx->export_connection());
-    ctx->connect(wait_file(dir / (peer + ".conn"), std::chrono::seconds(30)));
+    bench::write_blob(dir / (me + ".conn"), ctx->export_connection());
+    ctx->connect(bench::wait_blob(dir / (peer + ".conn"), std::chrono::seconds(30)));
   }
 };
 
@@ -231,7 +198,7 @@ int server(const options& o) {
       },
       [](rdma::receive_task& r) { r.free(); });
   s.connect(dir, "server", "client");
-  write_file(dir / "server.mem", map->export_rdma());
+  bench::write_blob(dir / "server.mem", map->export_rdma());
   for (uint32_t i = 0; i < server_receives; ++i) {
     core::buffer* b = nullptr;
     rdma::receive_task* r = nullptr;
@@ -242,7 +209,7 @@ int server(const options& o) {
     r->set_dst(*b);
     if (s.ctx->submit(*r) != status::success) die("cannot post a receive");
   }
-  write_file(dir / "server.ready", {});
+  bench::write_blob(dir / "server.ready", {});
   while (!quit && s.ctx->state() == core::context_state::running) s.pump();
   s.ctx->stop();
   s.engine.run_until([&] { return s.ctx->state() == core::context_state::idle; },
@@ -284,24 +251,21 @@ struct client_state {
 
   void print_latency(const char* test, size_t size) {
     if (samples.empty()) die(std::string(test) + ": no samples");
-    std::sort(samples.begin(), samples.end());
-    auto at = [&](double q) {
-      return samples[std::min(samples.size() - 1, size_t(q * double(samples.size())))];
-    };
+    const bench::latency_stats l = bench::summarize_ns(samples);
     std::printf(
         "result impl=zc dev=%s mode=%s test=%s size=%zu n=%zu median_us=%.3f p99_us=%.3f "
         "errors=%llu\n",
-        o.device.c_str(), mode_name(o.poll), test, size, samples.size(), at(0.5) / 1e3,
-        at(0.99) / 1e3, static_cast<unsigned long long>(errors));
+        o.device.c_str(), bench::poll_name(o.poll), test, size, l.n, l.median_us, l.p99_us,
+        static_cast<unsigned long long>(errors));
     std::fflush(stdout);
     mark(std::string(test) + "/" + std::to_string(size));
   }
   void print_rate(const char* test, size_t size, uint64_t ops, double seconds) {
     std::printf(
         "result impl=zc dev=%s mode=%s test=%s size=%zu n=%llu ops_s=%.0f mb_s=%.1f errors=%llu\n",
-        o.device.c_str(), mode_name(o.poll), test, size, static_cast<unsigned long long>(ops),
-        double(ops) / seconds, double(ops) * double(size) / seconds / 1e6,
-        static_cast<unsigned long long>(errors));
+        o.device.c_str(), bench::poll_name(o.poll), test, size,
+        static_cast<unsigned long long>(ops), double(ops) / seconds,
+        double(ops) * double(size) / seconds / 1e6, static_cast<unsigned long long>(errors));
     std::fflush(stdout);
     mark(std::string(test) + "/" + std::to_string(size));
   }
@@ -556,8 +520,9 @@ struct client_state {
     const fs::path dir = o.dir;
     configure();
     s.connect(dir, "client", "server");
-    remote = core::memory_map::import_rdma(wait_file(dir / "server.mem", std::chrono::seconds(30)));
-    wait_file(dir / "server.ready", std::chrono::seconds(30));
+    remote = core::memory_map::import_rdma(
+        bench::wait_blob(dir / "server.mem", std::chrono::seconds(30)));
+    bench::wait_blob(dir / "server.ready", std::chrono::seconds(30));
 
     // Sanity: a 64 KiB read returns the server's pattern (i % 251).
     {
@@ -616,63 +581,25 @@ struct client_state {
   }
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at < s.size()) {
-    size_t comma = s.find(',', at);
-    if (comma == std::string::npos) comma = s.size();
-    out.push_back(s.substr(at, comma - at));
-    at = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   options o;
-  if (argc < 4) {
-    std::fprintf(stderr,
-                 "usage: %s server|client DIR DEVICE [--poll busy|event] [--cpu N] [--seconds S] "
-                 "[--tests a,b] [--sizes A,B] [--qd N] [--window N]\n",
-                 argv[0]);
-    return 2;
-  }
-  o.role = argv[1];
-  o.dir = argv[2];
-  o.device = argv[3];
-  for (int i = 4; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--poll") {
-      if (v == "busy") {
-        o.poll = core::poll_mode::busy;
-      } else if (v == "event") {
-        o.poll = core::poll_mode::event;
-      } else if (v == "adaptive") {
-        o.poll = core::poll_mode::adaptive;
-      } else {
-        die("--poll busy|event|adaptive");
-      }
-    } else if (k == "--cpu") {
-      o.cpu = std::stoi(v);
-    } else if (k == "--seconds") {
-      o.seconds = std::stod(v);
-    } else if (k == "--tests") {
-      o.tests = split(v);
-    } else if (k == "--sizes") {
-      o.sizes.clear();
-      for (auto& x : split(v)) o.sizes.push_back(std::stoul(x));
-    } else if (k == "--qd") {
-      o.qd = static_cast<uint32_t>(std::stoul(v));
-    } else if (k == "--profile") {
-      o.profile = v == "1" || v == "yes" || v == "y";
-    } else if (k == "--window") {
-      o.window = static_cast<uint32_t>(std::stoul(v));
-    } else {
-      die("unknown option " + k);
-    }
-  }
+  o.tests = {"pingpong", "msgrate", "read_lat", "write_lat", "read_bw", "write_bw"};
+  bench::parse_pair_options(
+      argc, argv,
+      "usage: %s server|client DIR DEVICE [--poll busy|event] [--cpu N] [--seconds S] "
+      "[--tests a,b] [--sizes A,B] [--qd N] [--window N] [--profile 1]\n",
+      o, [&o](const std::string& k, const std::string& v) {
+        if (k == "--poll") {
+          o.poll = bench::parse_poll(v);
+        } else if (k == "--profile") {
+          o.profile = v == "1" || v == "yes" || v == "y";
+        } else {
+          return false;
+        }
+        return true;
+      });
   try {
     if (o.cpu >= 0) core::pin_current_thread(static_cast<uint32_t>(o.cpu));
     if (o.role == "server") return server(o);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Runs benchmark suites: bench/run.sh BUILD_DIR [rdma|comch|target|pipeline|all]
+# Runs benchmark suites: bench/run.sh BUILD_DIR [rdma|comch|target|pipeline|gga|nbd|all]
 # Each suite is bench/run_<name>.sh BUILD_DIR; "all" runs every run_*.sh present.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:?usage: bench/run.sh BUILD_DIR [rdma|comch|target|pipeline|all]}
+BUILD=${1:?usage: bench/run.sh BUILD_DIR [rdma|comch|target|pipeline|gga|nbd|all]}
 WHICH=${2:-all}
 BUILD=$(cd "$BUILD" && pwd)
 

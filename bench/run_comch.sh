@@ -3,31 +3,26 @@
 # "## comch" section of docs/BENCHMARKS.md with its results; other sections are left alone.
 #   bench/run_comch.sh <build_dir> [zc_comch_bench flags...]
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${1:?usage: bench/run_comch.sh <build_dir> [zc_comch_bench flags...]}
+# shellcheck source=bench/common.sh
+. "$(dirname "$0")/common.sh"
+bench_setup comch "${1:-}"
 shift
-BUILD=$(cd "$BUILD" && pwd)
-BIN="$BUILD/bench/zc_comch_bench"
+BIN="$BIN/zc_comch_bench"
 cmake --build "$BUILD" --target zc_comch_bench >/dev/null
-[ "$(nproc)" -ge 2 ] || { echo "comch bench needs 2 cpus (it pins to cpus 0 and 1)" >&2; exit 1; }
+[ "$(nproc)" -ge 2 ] || bench_die "comch bench needs 2 cpus (it pins to cpus 0 and 1)"
 
-TABLE=$(mktemp)
-trap 'rm -f "$TABLE" "$TABLE.doc"' EXIT
+TABLE=$WORK/table.md
 echo "== comch: $BIN $*"
 "$BIN" "$@" | tee "$TABLE"
 
-DOC="$ROOT/docs/BENCHMARKS.md"
-mkdir -p "$(dirname "$DOC")"
-[ -f "$DOC" ] || printf '# zcstore benchmarks\n' > "$DOC"
-CPU=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 {
   echo "## comch"
   echo
   echo "Command: \`scripts/dev.sh bench comch\` (release build, then"
   echo "\`bench/run_comch.sh <build_dir>$( [ $# -gt 0 ] && printf ' %s' "$@")\`), which runs"
   echo "\`zc_comch_bench$( [ $# -gt 0 ] && printf ' %s' "$@")\`."
-  echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cpus (${CPU:-unknown cpu}), load average"
-  echo "$(cut -d' ' -f1-3 /proc/loadavg) when it started."
+  echo "Measured $(date -u +%Y-%m-%d) on $(bench_machine), load average"
+  echo "$LOAD_START when it started."
   echo
   cat "$TABLE"
   echo
@@ -51,15 +46,7 @@ phases are interleaved and each figure is a median over rounds; compare rows of 
 per-round ratio line rather than two rates.
 NOTES
   echo
-} > "$TABLE.doc"
+} >"$WORK/section.md"
 
-# Replace the section from "## comch" up to the next "## " heading (or append it).
-awk -v section="$TABLE.doc" '
-  BEGIN { while ((getline line < section) > 0) text = text line "\n" }
-  /^## / { if (skipping) skipping = 0 }
-  /^## comch[[:space:]]*$/ { printf "%s", text; if (!done) done = 1; skipping = 1; next }
-  !skipping { print }
-  END { if (!done) { print ""; printf "%s", text } }
-' "$DOC" > "$DOC.tmp"
-mv "$DOC.tmp" "$DOC"
+bench_write_section comch "$WORK/section.md"
 echo "== wrote the comch section of $DOC"

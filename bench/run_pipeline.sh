@@ -25,10 +25,9 @@
 # ZC_BENCH_DRIVER_POLL ((b)'s driver, default busy), ZC_BENCH_NBDKIT_THREADS (default 16, nbdkit's own),
 # ZC_BENCH_DOC (default docs/BENCHMARKS.md), ZC_BENCH_NO_DOC=1 (print only, for trying placements).
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
-BUILD=$(cd "${1:?usage: bench/run_pipeline.sh BUILD_DIR}" && pwd)
-BIN=$BUILD/bench
+# shellcheck source=bench/common.sh
+. "$(dirname "$0")/common.sh"
+bench_setup pipeline "${1:-}"
 TARGET=$BUILD/apps/target_rdma/zcstore_target_rdma
 SERVICE=$BUILD/apps/comch_to_rdma_zero_copy/zcstore_comch_to_rdma_zero_copy
 INITIATOR=$BUILD/apps/initiator_comch/zcstore_initiator_comch
@@ -45,18 +44,14 @@ SPOLL=${ZC_BENCH_SERVICE_POLL:-event}
 TPOLL=${ZC_BENCH_TARGET_POLL:-busy}
 DPOLL=${ZC_BENCH_DRIVER_POLL:-busy}
 NBD_THREADS=${ZC_BENCH_NBDKIT_THREADS:-16}
-DOC=${ZC_BENCH_DOC:-$ROOT/docs/BENCHMARKS.md}
 BLOCK=4096
 BLOCKS=16384 # 64 MiB for every implementation
 SIZE_MIB=$((BLOCK * BLOCKS / 1048576))
 RUN_TIMEOUT=120
-INVOCATION="bench/run_pipeline.sh ${BUILD#"$ROOT"/}"
 
-for t in taskset timeout jq; do
-  command -v "$t" >/dev/null || { echo "run_pipeline.sh: $t not found (util-linux, coreutils, jq)" >&2; exit 1; }
-done
-[ -x "$TARGET" ] || { echo "run_pipeline.sh: $TARGET is missing (build the apps)" >&2; exit 1; }
-[ -x "$BIN/zc_target_bench" ] || { echo "run_pipeline.sh: $BIN/zc_target_bench is missing (build the bench targets)" >&2; exit 1; }
+bench_require_commands "util-linux, coreutils, jq" taskset timeout jq
+[ -x "$TARGET" ] || bench_die "$TARGET is missing (build the apps)"
+[ -x "$BIN/zc_target_bench" ] || bench_die "$BIN/zc_target_bench is missing (build the bench targets)"
 # (a) and (c) are reported as "not run" with the reason when their programs are missing.
 PIPE_MISSING=""
 for f in "$SERVICE" "$INITIATOR"; do [ -x "$f" ] || PIPE_MISSING="$PIPE_MISSING $(basename "$f")"; done
@@ -65,60 +60,8 @@ command -v nbdkit >/dev/null || NBD_MISSING="nbdkit"
 command -v fio >/dev/null || NBD_MISSING="$NBD_MISSING fio"
 if [ -z "$NBD_MISSING" ] && ! fio --enghelp=nbd >/dev/null 2>&1; then NBD_MISSING="fio's nbd engine"; fi
 
-export UCX_MM_ERROR_HANDLING=y UCX_KEEPALIVE_INTERVAL=1s UCX_WARN_UNUSED_ENV_VARS=n
-unset UCX_TLS UCX_NET_DEVICES
-
-WORK=$(mktemp -d /tmp/zc-bench-pipeline-XXXXXX)
-RESULTS=$WORK/results
-: >"$RESULTS"
-PIDS=()
-# shellcheck disable=SC2317  # run by the EXIT trap
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# Other processes that were using a CPU (lifetime average ≥ 20%): on a shared 2-core machine
-# they take turns with the pinned benchmark processes and the figures say less.
-busy_others() {
-  ps -eo pid=,pcpu=,comm= | awk -v me=$$ '$1 != me && $2 >= 20 && $3 != "ps" { printf "%s%s (%s%%)", sep, $3, $2; sep = ", " }'
-}
-# cpu_busy: percent of all CPUs busy over the next second (from /proc/stat).
-cpu_busy() {
-  local a b
-  a=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
-  sleep 1
-  b=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
-  echo "$a $b" | awk '{ busy = $3 - $1; idle = $4 - $2; printf "%.0f", ((busy + idle) > 0 ? 100 * busy / (busy + idle) : 0) }'
-}
-# wait_quiet: before a round, waits up to QUIET_WAIT seconds for the machine to be idle (at most
-# QUIET_PCT % busy over a second); prints what it last measured.
-wait_quiet() {
-  local busy deadline=$(($(date +%s) + QUIET_WAIT))
-  while :; do
-    busy=$(cpu_busy)
-    if [ "$busy" -le "$QUIET_PCT" ] || [ "$(date +%s)" -ge "$deadline" ]; then break; fi
-  done
-  echo "$busy"
-}
-LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-BUSY_START=$(busy_others)
-STARTED=$(date +%s)
+BUSY_START=$(bench_busy_others)
 FAILED=0
-
-# wait_log FILE REGEX SECONDS PID: prints the first match's text once it appears; fails when the
-# process dies or the time is up.
-wait_log() {
-  local file=$1 re=$2 secs=$3 pid=$4 line
-  for _ in $(seq $((secs * 50))); do
-    line=$(grep -m1 -oE "$re" "$file" 2>/dev/null || true)
-    if [ -n "$line" ]; then echo "$line"; return 0; fi
-    kill -0 "$pid" 2>/dev/null || return 1
-    sleep 0.02
-  done
-  return 1
-}
 
 # ---- (b) the target driven directly: one target process, one driver session with every case.
 run_target_direct() {
@@ -127,7 +70,7 @@ run_target_direct() {
     --poll-mode "$TPOLL" --block-size $BLOCK --block-count $BLOCKS >"$log" 2>&1 &
   tpid=$!
   PIDS+=("$tpid")
-  if ! port=$(wait_log "$log" 'listening on port [0-9]+' 10 "$tpid"); then
+  if ! port=$(bench_wait_log "$log" 'listening on port [0-9]+' 10 "$tpid"); then
     echo "run_pipeline.sh: the target did not start:" >&2
     tail -n 20 "$log" >&2
     FAILED=1
@@ -170,7 +113,7 @@ pipeline_once() {
     --poll-mode "$TPOLL" --block-size $BLOCK --block-count $BLOCKS >"$dir/target.log" 2>&1 &
   tpid=$!
   PIDS+=("$tpid")
-  if ! port=$(wait_log "$dir/target.log" 'listening on port [0-9]+' 10 "$tpid"); then
+  if ! port=$(bench_wait_log "$dir/target.log" 'listening on port [0-9]+' 10 "$tpid"); then
     echo "run_pipeline.sh: $tag: the target did not start:" >&2
     tail -n 20 "$dir/target.log" >&2
     kill "$tpid" 2>/dev/null || true
@@ -182,7 +125,7 @@ pipeline_once() {
     >"$dir/service.log" 2>&1 &
   spid=$!
   PIDS+=("$spid")
-  if ! wait_log "$dir/service.log" "listening on channel" 10 "$spid" >/dev/null; then
+  if ! bench_wait_log "$dir/service.log" "listening on channel" 10 "$spid" >/dev/null; then
     echo "run_pipeline.sh: $tag: the service did not start:" >&2
     tail -n 20 "$dir/service.log" "$dir/target.log" >&2
     kill "$spid" "$tpid" 2>/dev/null || true
@@ -281,7 +224,7 @@ run_nbdkit() {
 
 QUIET=""
 for ROUND in $(seq "$ROUNDS"); do
-  busy=$(wait_quiet)
+  busy=$(bench_wait_quiet "$QUIET_WAIT" "$QUIET_PCT")
   QUIET="$QUIET${QUIET:+, }$busy%"
   echo "== round $ROUND of $ROUNDS (machine $busy% busy over the second before)"
   echo "-- (b) target direct: zc_target_bench on cpu $CCPU ($DPOLL), target on cpu $TCPU ($TPOLL), device $DEV"
@@ -300,9 +243,8 @@ for ROUND in $(seq "$ROUNDS"); do
   fi
 done
 
-LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
-BUSY_END=$(busy_others)
-ELAPSED=$(($(date +%s) - STARTED))
+bench_finish
+BUSY_END=$(bench_busy_others)
 
 # ---- the table and the ratios against the aims.
 TABLE=$WORK/table.md
@@ -430,26 +372,9 @@ if [ "${ZC_BENCH_NO_DOC:-0}" = 1 ]; then
   exit $FAILED
 fi
 
-CPU_MODEL=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-UCX_VERSION=$( (ucx_info -v 2>/dev/null || true) | awk '/Version/ { print $NF; exit }')
 NBD_VERSION=$( (nbdkit --version 2>/dev/null || true) | awk '{ print $2 }')
 FIO_VERSION=$( (fio --version 2>/dev/null || true))
-NOTE=""
-if awk -v l="${LOAD_START%% *}" -v n="$(nproc)" 'BEGIN { exit !(l > 0.5 * n) }'; then
-  NOTE="**Caution:** the 1-minute load average was ${LOAD_START%% *} on $(nproc) CPUs when this ran: other processes shared the pinned CPUs, so absolute numbers are noisy."
-fi
-if [ -n "$BUSY_START$BUSY_END" ]; then
-  NOTE="${NOTE:+$NOTE }**Other processes using a CPU** (ps lifetime average): at start: ${BUSY_START:-none}; at end: ${BUSY_END:-none}."
-fi
-poll_why() {
-  case "$1" in
-    busy) echo "busy (never sleeps)" ;;
-    event) echo "event (sleeps in epoll whenever there is nothing to do)" ;;
-    adaptive) echo "adaptive (spins 200 µs after the last hit, then sleeps)" ;;
-    *) echo "$1" ;;
-  esac
-}
-
+NOTE=$(bench_notes "$BUSY_START" "$BUSY_END")
 SECTION=$WORK/section.md
 {
   echo "## pipeline"
@@ -457,8 +382,8 @@ SECTION=$WORK/section.md
   echo "The whole pipeline (initiator → comch → zero-copy service → TCP control + RDMA over UCX → RAM target) beside the same target driven directly and beside nbdkit, measured in the same run on the same machine: 4 KiB IOs at queue depth 1 and 64, one worker, 64 MiB of RAM behind each. Generated by \`bench/run_pipeline.sh\`; do not edit by hand."
   echo
   echo "- Command: \`scripts/dev.sh bench pipeline\` (installs nbdkit, fio and jq if missing, builds build/release, then \`bench/run.sh build/release pipeline\` → \`$INVOCATION\`), ${ELAPSED} s in total"
-  echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: nproc=$(nproc), CPU \"$CPU_MODEL\", kernel $(uname -r), UCX ${UCX_VERSION:-?}, nbdkit ${NBD_VERSION:-?}, ${FIO_VERSION:-fio ?}; load average $LOAD_START at start, $LOAD_END at end"
-  echo "- Placement and poll modes: target and nbdkit on cpu $TCPU, target $(poll_why "$TPOLL"); (a) initiator on cpu $CCPU, $(poll_why "$CPOLL"), service on cpu $SCPU, $(poll_why "$SPOLL"); (b) driver on cpu $CCPU, $(poll_why "$DPOLL"); (c) fio on cpu $CCPU. UCX device \`$DEV\`; UCX_MM_ERROR_HANDLING=y, UCX_KEEPALIVE_INTERVAL=1s everywhere."
+  echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(bench_machine), nbdkit ${NBD_VERSION:-?}, ${FIO_VERSION:-fio ?}; load average $LOAD_START at start, $LOAD_END at end"
+  echo "- Placement and poll modes: target and nbdkit on cpu $TCPU, target $(bench_poll_why "$TPOLL"); (a) initiator on cpu $CCPU, $(bench_poll_why "$CPOLL"), service on cpu $SCPU, $(bench_poll_why "$SPOLL"); (b) driver on cpu $CCPU, $(bench_poll_why "$DPOLL"); (c) fio on cpu $CCPU. UCX device \`$DEV\`; UCX_MM_ERROR_HANDLING=y, UCX_KEEPALIVE_INTERVAL=1s everywhere."
   echo "- Rounds: $ROUNDS, interleaved (each round runs (b), then (a), then (c), every case; before each, up to ${QUIET_WAIT} s of waiting for the machine to be at most ${QUIET_PCT}% busy over a second: it was $QUIET); the table shows per case the round with the median IOPS (its latencies too) and the IOPS range over the rounds: the machine is shared, and a single run can be off by several times."
   echo "- Processes (every one \`taskset -c CPU timeout $RUN_TIMEOUT ...\`; PORT from the target's \"listening on port\" line, NAME a fresh channel name per run):"
   echo "  - (a) target: \`zcstore_target_rdma -d $DEV --cpu $TCPU --listen-port 0 --poll-mode $TPOLL --block-size $BLOCK --block-count $BLOCKS\`; service: \`zcstore_comch_to_rdma_zero_copy -d $DEV -r auto --cpu $SCPU --storage-server 127.0.0.1:PORT --command-channel-name NAME --poll-mode $SPOLL\`; initiator: \`zcstore_initiator_comch -d $DEV --cpu $CCPU --execution-strategy read_throughput_test|write_throughput_test --run-limit-operation-count N --transaction-count QD --command-channel-name NAME --poll-mode $CPOLL --stats-json FILE --no-progress\`. Three fresh processes per run (the service serves one session). N is set so that the run lasts about ${SECS} s at the rate of the case's previous round (first round: a pilot run of about 0.5 s measures it). IOPS = operation_count / duration_seconds of the stats JSON; latencies are its latency_us fields, in whole microseconds: the mean exact, p50 and p99 the upper edge of a log-linear histogram bucket (32 per power of two, so up to ~3 % high). Latency is the initiator's: IO submitted → response received, both comch hops and the service included."
@@ -475,19 +400,7 @@ SECTION=$WORK/section.md
   cat "$TABLE"
 } >"$SECTION"
 
-# Rewrites only the "## pipeline" section (up to the next "## " heading) of the shared file.
-mkdir -p "$(dirname "$DOC")"
-[ -f "$DOC" ] || printf '# zcstore benchmarks\n' >"$DOC"
-awk -v sec="$SECTION" '
-  BEGIN { while ((getline l < sec) > 0) body = body l "\n" }
-  /^## / {
-    if (skip) skip = 0
-    if ($0 ~ /^## pipeline[ \t]*$/) { printf "%s", body; done = 1; skip = 1; next }
-  }
-  !skip { print }
-  END { if (!done) { print ""; printf "%s", body } }
-' "$DOC" >"$DOC.tmp.$$"
-mv "$DOC.tmp.$$" "$DOC"
+bench_write_section pipeline "$SECTION"
 
 echo
 cat "$TABLE"

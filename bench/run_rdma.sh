@@ -11,39 +11,23 @@
 # Knobs: ZC_BENCH_SECONDS, ZC_BENCH_ROUNDS, ZC_BENCH_DEVICES (default "sm tcp"),
 # ZC_BENCH_SERVER_CPU / ZC_BENCH_CLIENT_CPU (0 / 1), ZC_BENCH_DOC (default docs/BENCHMARKS.md).
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
-BUILD=$(cd "${1:?usage: bench/run_rdma.sh BUILD_DIR}" && pwd)
-BIN=$BUILD/bench
+# shellcheck source=bench/common.sh
+. "$(dirname "$0")/common.sh"
+bench_setup rdma "${1:-}"
 SECS=${ZC_BENCH_SECONDS:-1}
 ROUNDS=${ZC_BENCH_ROUNDS:-2}
 DEVICES=${ZC_BENCH_DEVICES:-"sm tcp"}
 SCPU=${ZC_BENCH_SERVER_CPU:-0}
 CCPU=${ZC_BENCH_CLIENT_CPU:-1}
-DOC=${ZC_BENCH_DOC:-$ROOT/docs/BENCHMARKS.md}
 PAIR_TIMEOUT=120
 BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
-INVOCATION="bench/run_rdma.sh ${BUILD#"$ROOT"/}"
 
 for b in zc_rdma_bench zc_ucx_raw_bench; do
-  [ -x "$BIN/$b" ] || { echo "run_rdma.sh: $BIN/$b is missing (build the bench targets)" >&2; exit 1; }
+  [ -x "$BIN/$b" ] || bench_die "$BIN/$b is missing (build the bench targets)"
 done
-for t in ucx_perftest taskset timeout; do
-  command -v "$t" >/dev/null || { echo "run_rdma.sh: $t not found (ucx-utils, util-linux, coreutils)" >&2; exit 1; }
-done
+bench_require_commands "ucx-utils, util-linux, coreutils" ucx_perftest taskset timeout
 
-# The same UCX settings for zcstore and the raw baselines; UCX_TLS / UCX_NET_DEVICES per run.
-export UCX_MM_ERROR_HANDLING=y UCX_KEEPALIVE_INTERVAL=1s UCX_WARN_UNUSED_ENV_VARS=n
-unset UCX_TLS UCX_NET_DEVICES
-
-WORK=$(mktemp -d /tmp/zc-bench-rdma-XXXXXX)
-RESULTS=$WORK/results
-: >"$RESULTS"
-PIDS=()  # background servers still running (only those: a pid is dropped once reaped)
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
+# PIDS: background servers still running (only those: a pid is dropped once reaped).
 reap() {  # reap PID: waits for a background server and forgets it
   local rc=0 keep=() p
   wait "$1" 2>/dev/null || rc=$?
@@ -51,10 +35,6 @@ reap() {  # reap PID: waits for a background server and forgets it
   PIDS=("${keep[@]}")
   return $rc
 }
-trap cleanup EXIT
-
-LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-STARTED=$(date +%s)
 
 # Extra environment for the zcstore and raw programs: the device argument picks UCX_TLS itself
 # (tcp -> "tcp", sm -> "sm,self"); TCP runs stay on loopback.
@@ -85,32 +65,18 @@ run_pair() {
   reap "$spid" || { [ $ok = 0 ] || echo "run_rdma.sh: $label server failed: $(cat "$dir/server.log")" >&2; }
 }
 
-free_port() {
-  local p
-  for _ in $(seq 100); do
-    p=$((20000 + RANDOM % 40000))
-    if ! grep -qi ":$(printf '%04X' "$p") " /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
-      echo "$p"
-      return 0
-    fi
-  done
-  return 1
-}
-
-listening() { grep -qiE ":$(printf '%04X' "$1") [0-9A-F:]+ 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null; }
-
 # perftest DEVICE TEST ITERATIONS WARMUP [extra client args]: prints the final numbers line.
 perftest() {
   local dev=$1 test=$2 n=$3 w=$4
   shift 4
   local port
-  port=$(free_port)
+  port=$(bench_free_port)
   # shellcheck disable=SC2046
   env $(perftest_env "$dev") taskset -c "$SCPU" timeout 60 ucx_perftest -p "$port" \
     >"$WORK/perftest-server.log" 2>&1 &
   local spid=$!
   PIDS+=("$spid")
-  for _ in $(seq 500); do listening "$port" && break; sleep 0.01; done
+  for _ in $(seq 500); do bench_listening "$port" && break; sleep 0.01; done
   local out
   # shellcheck disable=SC2046
   out=$(env $(perftest_env "$dev") taskset -c "$CCPU" timeout 60 ucx_perftest 127.0.0.1 -p "$port" \
@@ -156,8 +122,7 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
-ELAPSED=$(($(date +%s) - STARTED))
+bench_finish
 
 # ---- the table
 TABLE=$WORK/table.md
@@ -262,12 +227,7 @@ awk -v devices="$DEVICES" -v table="$TABLE" -v verdicts="$VERDICTS" '
   }
 ' "$RESULTS"
 
-CPU_MODEL=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-UCX_VERSION=$( (ucx_info -v 2>/dev/null || true) | awk '/Version/ { print $NF; exit }')
-NOTE=""
-if awk -v l="${LOAD_START%% *}" -v n="$(nproc)" 'BEGIN { exit !(l > 0.5 * n) }'; then
-  NOTE="**Caution:** the 1-minute load average was ${LOAD_START%% *} on $(nproc) CPUs when this ran: other processes shared the pinned CPUs, so absolute numbers and ratios are noisy (in diagnosis runs the same row moved 2-10× with background load); rerun on a quiet machine to judge."
-fi
+NOTE=$(bench_load_note "other processes shared the pinned CPUs, so absolute numbers and ratios are noisy (in diagnosis runs the same row moved 2-10× with background load); rerun on a quiet machine to judge.")
 
 # The standing analysis of where zcstore loses time against raw UCX (from the protocol and from
 # the numbers of the runs recorded when this was written); the table above it is regenerated.
@@ -376,7 +336,7 @@ SECTION=$WORK/section.md
   echo "zcstore's rdma layer against raw UCX, two processes on one host. Generated by \`bench/run_rdma.sh\`; do not edit by hand."
   echo
   echo "- Command: \`$INVOCATION\` (${BUILD_TYPE:-?} build), ${ELAPSED} s in total. \`scripts/dev.sh bench rdma\` runs the same script on build/release, through \`bench/run.sh build/release rdma\`."
-  echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: nproc=$(nproc), CPU \"$CPU_MODEL\", kernel $(uname -r), UCX ${UCX_VERSION:-?}; load average $LOAD_START at start, $LOAD_END at end"
+  echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(bench_machine); load average $LOAD_START at start, $LOAD_END at end"
   echo "- Every pair: server \`taskset -c $SCPU\`, client \`taskset -c $CCPU\`, busy polling (zcstore: \`--poll busy\`); UCX_MM_ERROR_HANDLING=y, UCX_KEEPALIVE_INTERVAL=1s everywhere; tcp runs UCX_NET_DEVICES=lo"
   echo "- $ROUNDS rounds, each running every program below once per transport (zcstore, raw, perftest, event mode, in that order), ${SECS} s per measurement after 0.2 s warm-up; the table shows each row's best round (lowest median, highest rate; the p99 comes from that same round), because interference from other processes only slows a run down. † marks rows whose rounds differed by more than 30% on either side."
   echo "- Transports: zcstore device \`sm\` (UCX_TLS=sm,self) / \`tcp\` (UCX_TLS=tcp); the raw program takes the same device argument and sets UCX_TLS the same way; ucx_perftest runs with UCX_TLS=tcp, or UCX's default (shared memory) for the sm rows"
@@ -397,19 +357,7 @@ SECTION=$WORK/section.md
   analysis
 } >"$SECTION"
 
-# Rewrites only the "## rdma" section (up to the next "## " heading) of the shared file.
-mkdir -p "$(dirname "$DOC")"
-[ -f "$DOC" ] || printf '# zcstore benchmarks\n' >"$DOC"
-awk -v sec="$SECTION" '
-  BEGIN { while ((getline l < sec) > 0) body = body l "\n" }
-  /^## / {
-    if (skip) skip = 0
-    if ($0 ~ /^## rdma[ \t]*$/) { printf "%s", body; done = 1; skip = 1; next }
-  }
-  !skip { print }
-  END { if (!done) { print ""; printf "%s", body } }
-' "$DOC" >"$DOC.tmp.$$"
-mv "$DOC.tmp.$$" "$DOC"
+bench_write_section rdma "$SECTION"
 
 echo
 cat "$TABLE"

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../tests/integration/service_driver.hpp"
+#include "common.hpp"
 
 namespace {
 
@@ -41,22 +42,7 @@ struct options {
   std::vector<std::string> tests{"read", "write"};
 };
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "target_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(',', start);
-    if (end == std::string::npos) end = s.size();
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
+using bench::die;
 
 options parse(int argc, char** argv) {
   options o;
@@ -71,23 +57,16 @@ options parse(int argc, char** argv) {
     } else if (k == "--cpu") {
       o.cpu = static_cast<uint32_t>(std::stoul(v));
     } else if (k == "--poll") {
-      if (v == "busy")
-        o.poll = core::poll_mode::busy;
-      else if (v == "event")
-        o.poll = core::poll_mode::event;
-      else if (v == "adaptive")
-        o.poll = core::poll_mode::adaptive;
-      else
-        die("--poll busy|event|adaptive");
+      o.poll = bench::parse_poll(v);
     } else if (k == "--seconds") {
       o.seconds = std::stod(v);
     } else if (k == "--qd") {
       o.depths.clear();
-      for (auto& d : split(v)) o.depths.push_back(static_cast<uint32_t>(std::stoul(d)));
+      for (auto& d : bench::split_list(v)) o.depths.push_back(static_cast<uint32_t>(std::stoul(d)));
     } else if (k == "--size") {
       o.size = static_cast<uint32_t>(std::stoul(v));
     } else if (k == "--tests") {
-      o.tests = split(v);
+      o.tests = bench::split_list(v);
     } else {
       die("unknown option " + k);
     }
@@ -95,10 +74,6 @@ options parse(int argc, char** argv) {
   if (o.port == 0) die("--port is required");
   if (o.depths.empty() || o.size == 0) die("--qd and --size must be non-empty / non-zero");
   return o;
-}
-
-const char* mode_name(core::poll_mode m) {
-  return m == core::poll_mode::busy ? "busy" : m == core::poll_mode::event ? "event" : "adaptive";
 }
 
 // Closed-loop state; engine thread only (reached through call()).
@@ -193,18 +168,12 @@ result run_case(zc::test::driver_worker& w, uint32_t type, uint32_t depth, uint3
   out.seconds = std::chrono::duration<double>(t1 - t0).count();
   out.errors = s.errors;
   out.first_error = s.first_error;
-  auto& v = s.samples_ns;
-  if (!v.empty()) {
-    std::sort(v.begin(), v.end());
-    auto at = [&](double q) { return v[std::min(v.size() - 1, size_t(q * double(v.size())))]; };
-    out.median_us = at(0.5) / 1e3;
-    out.p99_us = at(0.99) / 1e3;
-    out.p999_us = at(0.999) / 1e3;
-    out.max_us = v.back() / 1e3;
-    double total = 0;
-    for (uint32_t x : v) total += x;
-    out.mean_us = total / double(v.size()) / 1e3;
-  }
+  const bench::latency_stats l = bench::summarize_ns(s.samples_ns);
+  out.median_us = l.median_us;
+  out.p99_us = l.p99_us;
+  out.p999_us = l.p999_us;
+  out.max_us = l.max_us;
+  out.mean_us = l.mean_us;
   return out;
 }
 
@@ -236,7 +205,7 @@ int main(int argc, char** argv) {
         std::printf(
             "result impl=target dev=%s mode=%s test=%s qd=%u size=%u n=%llu iops=%.0f mb_s=%.1f "
             "median_us=%.3f p99_us=%.3f mean_us=%.3f p999_us=%.3f max_us=%.3f errors=%llu\n",
-            o.device.c_str(), mode_name(o.poll), test.c_str(), depth, o.size,
+            o.device.c_str(), bench::poll_name(o.poll), test.c_str(), depth, o.size,
             static_cast<unsigned long long>(r.n), double(r.n) / r.seconds,
             double(r.n) * o.size / r.seconds / 1e6, r.median_us, r.p99_us, r.mean_us, r.p999_us,
             r.max_us, static_cast<unsigned long long>(r.errors));

@@ -31,18 +31,18 @@
 #include <thread>
 #include <vector>
 
+#include "common.hpp"
+
 namespace {
 
+using namespace zc;
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
 constexpr size_t region_size = 4 << 20;
 constexpr size_t max_samples = 4 << 20;
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "ucx_raw_bench: %s\n", what.c_str());
-  std::exit(1);
-}
+using bench::die;
 
 void check(ucs_status_t s, const char* what) {
   if (s != UCS_OK) die(std::string(what) + ": " + ucs_status_string(s));
@@ -53,59 +53,6 @@ void pin(int cpu) {
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   if (sched_setaffinity(0, sizeof(set), &set) != 0) die("cannot pin to cpu " + std::to_string(cpu));
-}
-
-// ---- blobs through files (written to a temporary name, then renamed)
-
-void put_u32(std::vector<uint8_t>& out, uint32_t v) {
-  out.insert(out.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + 4);
-}
-void put_u64(std::vector<uint8_t>& out, uint64_t v) {
-  out.insert(out.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + 8);
-}
-void put_bytes(std::vector<uint8_t>& out, const void* p, size_t n) {
-  put_u32(out, static_cast<uint32_t>(n));
-  out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
-}
-
-struct reader {
-  const std::vector<uint8_t>& in;
-  size_t at = 0;
-  template <typename T>
-  T get() {
-    T v{};
-    if (at + sizeof(T) > in.size()) die("truncated exchange file");
-    std::memcpy(&v, in.data() + at, sizeof(T));
-    at += sizeof(T);
-    return v;
-  }
-  std::vector<uint8_t> bytes() {
-    uint32_t n = get<uint32_t>();
-    if (at + n > in.size()) die("truncated exchange file");
-    std::vector<uint8_t> out(in.begin() + static_cast<std::ptrdiff_t>(at),
-                             in.begin() + static_cast<std::ptrdiff_t>(at + n));
-    at += n;
-    return out;
-  }
-};
-
-void write_file(const fs::path& path, const std::vector<uint8_t>& bytes) {
-  auto tmp = path;
-  tmp += ".tmp";
-  std::ofstream(tmp, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()),
-             static_cast<std::streamsize>(bytes.size()));
-  fs::rename(tmp, path);
-}
-
-std::vector<uint8_t> wait_file(const fs::path& path, std::chrono::seconds timeout) {
-  auto deadline = clock_type::now() + timeout;
-  while (!fs::exists(path)) {
-    if (clock_type::now() > deadline) die("timed out waiting for " + path.string());
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // ---- UCX setup
@@ -213,11 +160,10 @@ struct registered {
 void print_latency(const std::string& dev, const char* test, size_t size,
                    std::vector<uint32_t>& ns) {
   if (ns.empty()) die(std::string(test) + ": no samples");
-  std::sort(ns.begin(), ns.end());
-  auto at = [&](double q) { return ns[std::min(ns.size() - 1, size_t(q * double(ns.size())))]; };
+  const bench::latency_stats l = bench::summarize_ns(ns);
   std::printf(
       "result impl=raw dev=%s mode=busy test=%s size=%zu n=%zu median_us=%.3f p99_us=%.3f\n",
-      dev.c_str(), test, size, ns.size(), at(0.5) / 1e3, at(0.99) / 1e3);
+      dev.c_str(), test, size, l.n, l.median_us, l.p99_us);
   std::fflush(stdout);
 }
 
@@ -291,15 +237,8 @@ void send_am(ucp_worker_h worker, ucp_ep_h ep, unsigned id, const void* data, si
 
 // ---- roles
 
-struct options {
-  std::string role, dir, device;
-  int cpu = -1;
-  double seconds = 2.0;
+struct options : bench::pair_options {
   double max_seconds = 300;
-  std::vector<size_t> sizes{4096, 65536};
-  size_t qd = 32;
-  size_t window = 64;
-  std::string tests = "get_lat,put_lat,get_bw,put_bw";
 };
 
 int server(const options& o) {
@@ -308,16 +247,16 @@ int server(const options& o) {
   void* rkey = nullptr;
   size_t rkey_length = 0;
   check(ucp_rkey_pack(u.context, region.memh, &rkey, &rkey_length), "ucp_rkey_pack");
-  std::vector<uint8_t> blob;
-  put_bytes(blob, u.address.data(), u.address.size());
-  put_bytes(blob, rkey, rkey_length);
-  put_u64(blob, reinterpret_cast<uintptr_t>(region.data));
-  put_u64(blob, region_size);
+  bench::blob_writer blob;
+  blob.bytes(u.address.data(), u.address.size());
+  blob.bytes(rkey, rkey_length);
+  blob.u64(reinterpret_cast<uintptr_t>(region.data));
+  blob.u64(region_size);
   ucp_rkey_buffer_release(rkey);
   const fs::path dir = o.dir;
-  write_file(dir / "raw.server", blob);
-  auto client_blob = wait_file(dir / "raw.client", std::chrono::seconds(30));
-  reader r{client_blob};
+  bench::write_blob(dir / "raw.server", blob.data());
+  auto client_blob = bench::wait_blob(dir / "raw.client", std::chrono::seconds(30));
+  bench::blob_reader r{client_blob};
   ucp_ep_h ep = u.connect(r.bytes(), false);
   am_counters am;
   set_am_handler(u, am_to_server, am);
@@ -359,11 +298,11 @@ int client(const options& o) {
   ucx u(o.device);
   registered local(u, region_size);
   const fs::path dir = o.dir;
-  std::vector<uint8_t> mine;
-  put_bytes(mine, u.address.data(), u.address.size());
-  write_file(dir / "raw.client", mine);
-  auto server_blob = wait_file(dir / "raw.server", std::chrono::seconds(30));
-  reader r{server_blob};
+  bench::blob_writer mine;
+  mine.bytes(u.address.data(), u.address.size());
+  bench::write_blob(dir / "raw.client", mine.data());
+  auto server_blob = bench::wait_blob(dir / "raw.server", std::chrono::seconds(30));
+  bench::blob_reader r{server_blob};
   auto address = r.bytes();
   auto packed_rkey = r.bytes();
   const uint64_t remote_base = r.get<uint64_t>();
@@ -507,9 +446,7 @@ int client(const options& o) {
                std::chrono::duration<double>(measured_to - measured_from).count());
   };
 
-  auto wanted = [&](const char* test) {
-    return ("," + o.tests + ",").find(std::string(",") + test + ",") != std::string::npos;
-  };
+  auto wanted = [&](const char* test) { return bench::wanted(o.tests, test); };
   if (wanted("am_lat")) am_latency();
   if (wanted("am_rate")) am_rate(o.window);
   for (size_t size : o.sizes) {
@@ -523,58 +460,24 @@ int client(const options& o) {
 
   ucp_rkey_destroy(rkey);
   u.close(ep, 0);
-  write_file(dir / "raw.done", {});
+  bench::write_blob(dir / "raw.done", {});
   return 0;
-}
-
-std::vector<size_t> parse_sizes(const std::string& s) {
-  std::vector<size_t> out;
-  size_t at = 0;
-  while (at < s.size()) {
-    size_t comma = s.find(',', at);
-    if (comma == std::string::npos) comma = s.size();
-    out.push_back(std::stoul(s.substr(at, comma - at)));
-    at = comma + 1;
-  }
-  return out;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   options o;
-  if (argc < 4) {
-    std::fprintf(stderr,
-                 "usage: %s server|client DIR tcp|sm [--cpu N] [--seconds S] [--sizes A,B] "
-                 "[--qd N] [--tests get_lat,put_lat,get_bw,put_bw,am_lat,am_rate] [--window N] "
-                 "[--max-seconds S]\n",
-                 argv[0]);
-    return 2;
-  }
-  o.role = argv[1];
-  o.dir = argv[2];
-  o.device = argv[3];
-  for (int i = 4; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--cpu") {
-      o.cpu = std::stoi(v);
-    } else if (k == "--seconds") {
-      o.seconds = std::stod(v);
-    } else if (k == "--max-seconds") {
-      o.max_seconds = std::stod(v);
-    } else if (k == "--sizes") {
-      o.sizes = parse_sizes(v);
-    } else if (k == "--window") {
-      o.window = std::stoul(v);
-    } else if (k == "--tests") {
-      o.tests = v;
-    } else if (k == "--qd") {
-      o.qd = std::stoul(v);
-    } else {
-      std::fprintf(stderr, "unknown option %s\n", k.c_str());
-      return 2;
-    }
-  }
+  o.tests = {"get_lat", "put_lat", "get_bw", "put_bw"};
+  bench::parse_pair_options(
+      argc, argv,
+      "usage: %s server|client DIR tcp|sm [--cpu N] [--seconds S] [--sizes A,B] [--qd N] "
+      "[--tests get_lat,put_lat,get_bw,put_bw,am_lat,am_rate] [--window N] [--max-seconds S]\n",
+      o, [&o](const std::string& k, const std::string& v) {
+        if (k != "--max-seconds") return false;
+        o.max_seconds = std::stod(v);
+        return true;
+      });
   if (o.cpu >= 0) pin(o.cpu);
   if (o.role == "server") return server(o);
   if (o.role == "client") return client(o);

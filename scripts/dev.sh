@@ -6,7 +6,7 @@
 #                                       then the libFuzzer harnesses for a bounded time
 #   scripts/dev.sh fuzz [seconds]       build with clang + libFuzzer and fuzz every decoder
 #   scripts/dev.sh demo                 build and run the local demo, print what happened
-#   scripts/dev.sh bench [rdma|comch|target|pipeline|all]   run benchmarks, write docs/BENCHMARKS.md
+#   scripts/dev.sh bench [rdma|comch|target|pipeline|gga|nbd|all]   run benchmarks, write docs/BENCHMARKS.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -16,8 +16,9 @@ PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev 
   libucx-dev ucx-utils libisal-dev liblz4-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
   libnbd-bin python3-libnbd qemu-utils fio nbdkit)
-# Only the pipeline benchmark needs these (its nbdkit comparison and fio JSON parsing).
-BENCH_PACKAGES=(nbdkit fio jq)
+# Only the benchmarks need these: nbdkit and fio (the pipeline's and nbd's comparison), jq (JSON
+# parsing), linux-perf (gga's profile of the service, nbd's of zcstore_nbd).
+BENCH_PACKAGES=(nbdkit fio jq linux-perf)
 
 log() { printf '\033[1m== %s\033[0m\n' "$*"; }
 
@@ -111,7 +112,7 @@ case "${1:-}" in
   demo) deps; build release; ucx_env; exec "$ROOT/scripts/demo.sh" "$ROOT/build/release" ;;
   bench)
     deps
-    case "${2:-all}" in pipeline | all) deps "${BENCH_PACKAGES[@]}" ;; esac
+    case "${2:-all}" in pipeline | gga | nbd | all) deps "${BENCH_PACKAGES[@]}" ;; esac
     build release
     ucx_env
     exec "$ROOT/bench/run.sh" "$ROOT/build/release" "${2:-all}"
