@@ -2,13 +2,15 @@
 // zcstore_comch_to_rdma_zero_copy), driven by real NBD clients: nbdcopy in and out with four
 // connections, qemu-img convert and compare, fio's nbd engine with crc32c verification, socket
 // activation by nbdinfo; SIGTERM ends it with exit 0 and the pipeline behind it ends its session;
-// a lost service ends it with exit 1. Every wait is bounded; a missing client skips its test.
+// a lost service ends it with exit 1; an ext4 file system made, written and read back through
+// nbdfuse and a loop device. Every wait is bounded; a missing client skips its test.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -272,6 +274,126 @@ TEST_F(nbd_pipeline, local_gga_serves_compressible_data_over_nbd) {
   const auto back = read_all(dir_ / "out.txt");
   EXPECT_TRUE(std::string(back.begin(), back.end()) == text) << "gga returned other bytes";
   EXPECT_EQ(gga.interrupt(), std::optional<int>(128 + SIGINT)) << gga.process->output();
+}
+
+// ---- a real file system on the export: nbdfuse + loop device + ext4
+
+// Runs a system tool (absolute path), bounded.
+client_result run_tool(const std::string& path, std::vector<std::string> args) {
+  args.insert(args.begin(), path);
+  subprocess p(std::move(args), {{"PATH", "/usr/bin:/bin:/usr/sbin:/sbin"}});
+  auto code = p.wait(client_limit);
+  return {code, p.output()};
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// Undoes whatever was set up, in reverse order, whether the test passed or not.
+struct fs_stack {
+  std::vector<std::function<void()>> undo;
+  ~fs_stack() {
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) (*it)();
+  }
+};
+
+// Why this machine cannot loop-mount an ext4 image (a container without loop devices or mount
+// rights), or empty when it can: probed on a plain file, so that a failure later is the export's.
+std::string loop_mount_unavailable(const fs::path& dir) {
+  if (::geteuid() != 0) return "needs root (losetup, mount)";
+  for (const char* dev : {"/dev/fuse", "/dev/loop-control"})
+    if (::access(dev, R_OK | W_OK) != 0) return std::string(dev) + " is not usable";
+  for (const char* tool : {"/usr/bin/nbdfuse", "/usr/sbin/losetup", "/usr/sbin/mkfs.ext4",
+                           "/usr/bin/mount", "/usr/bin/umount", "/usr/sbin/e2fsck"})
+    if (::access(tool, X_OK) != 0) return std::string(tool) + " is not installed";
+  const auto image = dir / "probe.img";
+  { std::ofstream create(image); }
+  fs::resize_file(image, 8u << 20);
+  auto loop = run_tool("/usr/sbin/losetup", {"-f", "--show", image.string()});
+  if (loop.code != std::optional<int>(0)) return "losetup: " + trimmed(loop.output);
+  const std::string dev = trimmed(loop.output);
+  fs_stack stack;
+  stack.undo.push_back([dev] { (void)run_tool("/usr/sbin/losetup", {"-d", dev}); });
+  auto mk = run_tool("/usr/sbin/mkfs.ext4", {"-q", "-F", dev});
+  if (mk.code != std::optional<int>(0)) return "mkfs.ext4 on a loop device: " + trimmed(mk.output);
+  fs::create_directories(dir / "probe");
+  auto mnt = run_tool("/usr/bin/mount", {dev, (dir / "probe").string()});
+  if (mnt.code != std::optional<int>(0)) return "mount of a loop device: " + trimmed(mnt.output);
+  (void)run_tool("/usr/bin/umount", {(dir / "probe").string()});
+  return {};
+}
+
+// nbdfuse shows the export as a file; a loop device over it carries an ext4 file system that is
+// made, mounted, written, checked with e2fsck and, through a fresh nbdfuse and loop device (no
+// cache of the first), mounted again to read every byte back.
+TEST_F(nbd_pipeline, an_ext4_file_system_lives_on_the_export_through_nbdfuse_and_a_loop_device) {
+  if (const std::string why = loop_mount_unavailable(dir_); !why.empty())
+    GTEST_SKIP() << "this machine cannot loop-mount a file system: " << why;
+  pipeline p({.block_count = nbd_blocks});
+  ASSERT_TRUE(start(p)) << output(p);
+  const auto fuse_dir = dir_ / "fuse";
+  const auto mount_dir = dir_ / "mnt";
+  fs::create_directories(fuse_dir);
+  fs::create_directories(mount_dir);
+  const auto content = content_bytes(3u << 20, 21);
+
+  // nbdfuse + losetup, undone by `stack`; returns the loop device.
+  auto attach = [&](fs_stack& stack) -> std::string {
+    auto fuse = std::make_shared<subprocess>(
+        std::vector<std::string>{"/usr/bin/nbdfuse", fuse_dir.string(), "--unix", socket_});
+    stack.undo.push_back([fuse, fuse_dir] {
+      (void)run_tool("/usr/bin/umount", {fuse_dir.string()});
+      (void)fuse->wait(5s);
+    });
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!fs::exists(fuse_dir / "nbd") && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    if (!fs::exists(fuse_dir / "nbd")) {
+      ADD_FAILURE() << "nbdfuse did not show the export: " << fuse->output() << output(p);
+      return {};
+    }
+    // The export's minimum block is 4096 bytes: a loop device of 512-byte sectors would send
+    // writes the export refuses (EINVAL), as any NBD client must respect the minimum.
+    auto loop = run_tool("/usr/sbin/losetup",
+                         {"-f", "--show", "--sector-size", "4096", (fuse_dir / "nbd").string()});
+    if (loop.code != std::optional<int>(0)) {
+      ADD_FAILURE() << "losetup: " << loop.output;
+      return {};
+    }
+    const std::string dev = trimmed(loop.output);
+    stack.undo.push_back([dev] { (void)run_tool("/usr/sbin/losetup", {"-d", dev}); });
+    return dev;
+  };
+
+  {
+    fs_stack stack;
+    const std::string dev = attach(stack);
+    ASSERT_FALSE(dev.empty());
+    auto r = run_tool("/usr/sbin/mkfs.ext4", {"-q", "-F", dev});
+    ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+    r = run_tool("/usr/bin/mount", {dev, mount_dir.string()});
+    ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+    stack.undo.push_back([mount_dir] { (void)run_tool("/usr/bin/umount", {mount_dir.string()}); });
+    {
+      std::ofstream f(mount_dir / "file.bin", std::ios::binary);
+      f.write(content.data(), static_cast<std::streamsize>(content.size()));
+    }
+    r = run_tool("/usr/bin/umount", {mount_dir.string()});
+    ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+    r = run_tool("/usr/sbin/e2fsck", {"-f", "-n", dev});
+    EXPECT_EQ(r.code, std::optional<int>(0)) << "e2fsck: " << r.output;
+  }
+  {
+    fs_stack stack;
+    const std::string dev = attach(stack);
+    ASSERT_FALSE(dev.empty());
+    auto r = run_tool("/usr/bin/mount", {"-o", "ro", dev, mount_dir.string()});
+    ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+    stack.undo.push_back([mount_dir] { (void)run_tool("/usr/bin/umount", {mount_dir.string()}); });
+    EXPECT_TRUE(read_all(mount_dir / "file.bin") == content) << "the file read back differs";
+  }
 }
 
 }  // namespace
