@@ -92,9 +92,20 @@ int run(const nbd_app::nbd_config& config) {
         core::request_stop();  // nothing is served any more: the program ends and says why
       }
     });
-    while (!core::stop_requested()) {
+    while (!core::stop_requested() && !lost) {
       if (status s = session.watch(watch_slice); !ok(s)) {
         ZC_LOG_ERROR("lost the service ({}): requests fail with EIO from now on", status_name(s));
+        lost = true;
+        break;
+      }
+      // A worker whose IO went unanswered past its deadline gave up on the service (it may still
+      // act on those IOs): as for the initiator, the session is over.
+      for (auto& w : session.workers()) {
+        const status why =
+            w->thread().call([q = w->queue()] { return q->failure(); }, config.control_timeout());
+        if (ok(why)) continue;
+        ZC_LOG_ERROR("worker on cpu {} gave up on the service ({}): ending", w->cpu(),
+                     status_name(why));
         lost = true;
         break;
       }

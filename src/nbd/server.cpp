@@ -41,6 +41,8 @@ constexpr uint64_t tag_fd(int fd) noexcept {
   return (uint64_t(uint32_t(fd)) << 1) | 1;
 }
 
+// How long a listener rests after accept ran out of descriptors or memory.
+constexpr std::chrono::milliseconds accept_pause{100};
 // Option replies a handshaking client may leave unread before its input is no longer read.
 constexpr size_t max_handshake_replies = 16;
 
@@ -179,6 +181,13 @@ server::~server() {
 
 void server::adopt_listener(int fd) {
   storage::unique_fd owned(fd);
+  // A socket systemd passed with Accept=yes is a connection, not a listener: refused now rather
+  // than failing every accept later.
+  int listening = 0;
+  socklen_t len = sizeof listening;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || listening == 0)
+    throw status_error(status::invalid_value,
+                       fmt::format("inherited descriptor {} is not a listening socket", fd));
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) throw_errno("fcntl listener");
   (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
@@ -271,11 +280,21 @@ void server::run() {
   clock_type::time_point drain_deadline{};
   for (;;) {
     close_stale_handshakes();  // first: nothing is marked dirty yet, so it may reap
+    if (!paused_listeners_.empty() && clock_type::now() >= resume_accepting_at_) {
+      for (int fd : paused_listeners_) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = tag_fd(fd);
+        (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+      }
+      paused_listeners_.clear();
+    }
     if (stopping() && !draining) {
       draining = true;
       drain_deadline = clock_type::now() + options_.drain_timeout;
       for (auto& l : listeners_) (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.get(), nullptr);
       listeners_.clear();
+      paused_listeners_.clear();
       // Requests still waiting for memory are answered at once; nothing new is read.
       while (!waiting_.empty()) {
         auto [c, index] = waiting_.front();
@@ -306,7 +325,10 @@ void server::run() {
     bool handshaking = false;
     for (auto& [p, c] : connections_)
       if (!c->dead && !c->transmission) handshaking = true;
-    const int timeout_ms = draining ? 50 : handshaking ? 100 : -1;
+    const int timeout_ms = draining                     ? 50
+                           : handshaking                ? 100
+                           : !paused_listeners_.empty() ? static_cast<int>(accept_pause.count())
+                                                        : -1;
     const int n = ::epoll_wait(epoll_.get(), events.data(), epoll_batch, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -388,8 +410,14 @@ void server::accept_from(int listener) {
     storage::unique_fd fd(::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        ZC_LOG_WARN("nbd: accept failed: {}", std::strerror(errno));
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      // Out of descriptors or memory: the listener stays readable, so it is taken out of the
+      // loop for a while instead of failing again on every pass.
+      ZC_LOG_WARN("nbd: accept failed: {}; not accepting for {} ms", std::strerror(errno),
+                  accept_pause.count());
+      (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, listener, nullptr);
+      paused_listeners_.push_back(listener);
+      resume_accepting_at_ = clock_type::now() + accept_pause;
       return;
     }
     if (open_connections_ >= options_.max_connections) {

@@ -123,8 +123,10 @@ class server {
   uint32_t open_connections_ = 0;
   // Requests waiting for IO memory, oldest first: (connection, request index).
   std::deque<std::pair<connection*, uint32_t>> waiting_;
-  uint64_t ios_outstanding_ = 0;  // submitted, not yet completed
-  bool memory_freed_ = false;     // an io went back since run() last retried the waiting
+  uint64_t ios_outstanding_ = 0;       // submitted, not yet completed
+  bool memory_freed_ = false;          // an io went back since run() last retried the waiting
+  std::vector<int> paused_listeners_;  // out of the loop until resume_accepting_at_ (EMFILE...)
+  std::chrono::steady_clock::time_point resume_accepting_at_{};
   std::vector<io*> completed_;
   server_counters counters_;
 };

@@ -167,6 +167,21 @@ TEST_F(nbd_pipeline, a_lost_service_ends_the_export_with_status_1) {
   EXPECT_NE(nbd->output().find("lost the service"), std::string::npos) << nbd->output();
 }
 
+// A service that stops answering (SIGSTOP: its connections stay up): the requests waiting for it
+// fail with EIO once the IO deadline passes (twice the control timeout), and the export ends
+// with status 1 rather than serving on with a worker that gave up.
+TEST_F(nbd_pipeline, a_silent_service_fails_the_requests_and_ends_the_export) {
+  if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy is not installed";
+  pipeline p({.block_count = nbd_blocks});
+  ASSERT_TRUE(start(p)) << output(p);
+  p.service->signal(SIGSTOP);
+  auto r = run_client({"nbdcopy", uri(), (dir_ / "out.img").string()});
+  p.service->signal(SIGCONT);
+  EXPECT_TRUE(r.code.has_value() && *r.code != 0) << r.output << output(p);
+  EXPECT_EQ(nbd->wait(start_timeout), std::optional<int>(1)) << output(p);
+  EXPECT_NE(nbd->output().find("gave up on the service"), std::string::npos) << nbd->output();
+}
+
 TEST_F(nbd_pipeline, bad_flags_are_one_line_and_status_2) {
   subprocess none({binary("zcstore_nbd"), "--cpu", "0"});
   EXPECT_EQ(none.wait(start_timeout), std::optional<int>(2)) << none.output();
