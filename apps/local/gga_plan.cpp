@@ -12,7 +12,6 @@
 namespace zc::local {
 namespace {
 
-constexpr uint32_t max_workers = 1024;
 constexpr std::string_view channel_flag = "--command-channel-name";
 // The generator's rule for its --block-size.
 constexpr uint32_t generator_block_multiple = 64;
@@ -68,35 +67,12 @@ gga_parse_result parse_gga_options(const std::vector<std::string>& words) {
                  "The service rebuilds every N-th block read from the other half and the parity "
                  "(its --trigger-recovery-read-every-n); 0: never")
       ->capture_default_str();
-  app.add_option(
-         "--workers", out.workers,
-         "Worker threads of each program, pinned round robin to the cores zcstore_local may use")
-      ->check(CLI::Range(1u, max_workers))
-      ->capture_default_str();
-  app.add_option("--control-timeout", out.control_timeout_seconds,
-                 "Seconds the service and initiator wait for each control step")
-      ->check(CLI::Range(1u, 3600u))
-      ->capture_default_str();
-  app.add_option("-d,--device", out.device,
-                 "Network device for all programs: auto, tcp, sm, interface, RDMA device")
-      ->capture_default_str();
-  app.add_option("--bin-dir", out.bin_dir,
-                 "Folder of the zcstore programs (default: next to zcstore_local, its build tree, "
-                 "then PATH)");
-  add_front_end_options(app, out);
-
-  std::vector<std::string> own(words.begin(), split);
-  std::vector<const char*> argv{program_name};
-  for (const auto& w : own) argv.push_back(w.c_str());
-  if (auto code = cli.parse(static_cast<int>(argv.size()), argv.data())) {
+  add_shared_options(app, out,
+                     "Network device for all programs: auto, tcp, sm, interface, RDMA device");
+  if (auto code = parse_own_words(cli, words, split, out)) {
     result.exit_code = code;
     return result;
   }
-  out.poll_mode = poll_mode_text(static_cast<int>(cli.polling()));
-  for (auto [flag, slot] :
-       {std::pair{"--log-level", &out.log_level}, std::pair{"--sdk-log-level", &out.sdk_log_level}})
-    if (const CLI::Option* option = app.get_option(flag); option->count() > 0)
-      *slot = option->as<int>();
 
   if (out.block_size == 0 || out.block_size % generator_block_multiple != 0) {
     result.exit_code = bad_usage(fmt::format("--block-size {} is not a non-zero multiple of {}",

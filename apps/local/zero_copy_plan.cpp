@@ -61,36 +61,13 @@ parse_result parse_zero_copy_options(const std::vector<std::string>& words) {
   app.add_option("--content", out.content,
                  "Initial target content (.sbc or raw file); also the initiator's "
                  "--storage-plain-content unless given after --");
-  app.add_option(
-         "--workers", out.workers,
-         "Worker threads of each program, pinned round robin to the cores zcstore_local may use")
-      ->check(CLI::Range(1u, max_workers))
-      ->capture_default_str();
-  app.add_option("--control-timeout", out.control_timeout_seconds,
-                 "Seconds the service and initiator wait for each control step")
-      ->check(CLI::Range(1u, 3600u))
-      ->capture_default_str();
-  app.add_option("-d,--device", out.device,
-                 "Network device for all three: auto, tcp, sm, interface, RDMA device")
-      ->capture_default_str();
-  app.add_option("--bin-dir", out.bin_dir,
-                 "Folder of the zcstore programs (default: next to zcstore_local, its build tree, "
-                 "then PATH)");
-  add_front_end_options(app, out);
-
-  std::vector<std::string> own(words.begin(), split);
-  std::vector<const char*> argv{program_name};
-  for (const auto& w : own) argv.push_back(w.c_str());
-  if (auto code = cli.parse(static_cast<int>(argv.size()), argv.data())) {
+  add_shared_options(app, out,
+                     "Network device for all three: auto, tcp, sm, interface, RDMA device");
+  if (auto code = parse_own_words(cli, words, split, out)) {
     result.exit_code = code;
     return result;
   }
-  out.poll_mode = poll_mode_name(cli.polling());
   out.target_size_given = size_option->count() > 0;
-  for (auto [flag, slot] :
-       {std::pair{"--log-level", &out.log_level}, std::pair{"--sdk-log-level", &out.sdk_log_level}})
-    if (const CLI::Option* option = app.get_option(flag); option->count() > 0)
-      *slot = option->as<int>();
 
   if (out.target_size_given) {
     if (out.target_size == 0 || out.target_size % out.block_size != 0) {
@@ -202,13 +179,41 @@ std::vector<std::string> service_argv(const zero_copy_options& options, const st
   return argv;
 }
 
-void add_front_end_options(CLI::App& app, zero_copy_options& out) {
+void add_shared_options(CLI::App& app, zero_copy_options& out, const std::string& device_help) {
+  app.add_option(
+         "--workers", out.workers,
+         "Worker threads of each program, pinned round robin to the cores zcstore_local may use")
+      ->check(CLI::Range(1u, max_workers))
+      ->capture_default_str();
+  app.add_option("--control-timeout", out.control_timeout_seconds,
+                 "Seconds the service and initiator wait for each control step")
+      ->check(CLI::Range(1u, 3600u))
+      ->capture_default_str();
+  app.add_option("-d,--device", out.device, device_help)->capture_default_str();
+  app.add_option("--bin-dir", out.bin_dir,
+                 "Folder of the zcstore programs (default: next to zcstore_local, its build tree, "
+                 "then PATH)");
   app.add_option("--nbd", out.nbd_socket,
                  "Serve the pipeline over NBD on this Unix socket (zcstore_nbd instead of the "
                  "initiator; the words after -- are then zcstore_nbd's) until Ctrl-C");
   app.add_option("--backing-dir", out.backing_dir,
                  "Folder where target N keeps its blocks in target-N.img (a later start with the "
                  "same folder serves the same disk)");
+}
+
+std::optional<int> parse_own_words(core::cli& cli, const std::vector<std::string>& words,
+                                   std::vector<std::string>::const_iterator split,
+                                   zero_copy_options& out) {
+  std::vector<std::string> own(words.begin(), split);
+  std::vector<const char*> argv{program_name};
+  for (const auto& w : own) argv.push_back(w.c_str());
+  if (auto code = cli.parse(static_cast<int>(argv.size()), argv.data())) return code;
+  out.poll_mode = poll_mode_name(cli.polling());
+  for (auto [flag, slot] :
+       {std::pair{"--log-level", &out.log_level}, std::pair{"--sdk-log-level", &out.sdk_log_level}})
+    if (const CLI::Option* option = cli.app().get_option(flag); option->count() > 0)
+      *slot = option->as<int>();
+  return std::nullopt;
 }
 
 std::string backing_file(const zero_copy_options& options, uint32_t target) {

@@ -15,6 +15,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/cli.hpp"
+
 namespace zc::local {
 
 inline constexpr const char* program_name = "zcstore_local";
@@ -102,8 +104,15 @@ void add_cpus(std::vector<std::string>& argv, uint32_t count, const std::vector<
 // core::poll_mode as the programs' --poll-mode spells it.
 std::string poll_mode_text(int mode);
 
-// --nbd and --backing-dir, shared by both pipelines' parsers.
-void add_front_end_options(CLI::App& app, zero_copy_options& out);
+// Shared by both pipelines' parsers: --workers, --control-timeout, -d/--device (`device_help`),
+// --bin-dir, --nbd and --backing-dir.
+void add_shared_options(CLI::App& app, zero_copy_options& out, const std::string& device_help);
+// Parses zcstore_local's own words (those before `split`, the "--" or the end) with `cli`, then
+// takes the poll mode and the log levels given into `out`. The exit code when parsing ends the
+// program (help, version, a bad command line).
+std::optional<int> parse_own_words(core::cli& cli, const std::vector<std::string>& words,
+                                   std::vector<std::string>::const_iterator split,
+                                   zero_copy_options& out);
 
 // "DIR/target-N.img" for --backing-dir DIR; empty without one.
 std::string backing_file(const zero_copy_options& options, uint32_t target);
