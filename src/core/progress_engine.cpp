@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,24 @@
 #include "core/log.hpp"
 
 namespace zc::core {
+
+steady_clock::time_point coarse_now() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return steady_clock::time_point(std::chrono::duration_cast<steady_clock::duration>(
+      std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
+}
+
+steady_clock::duration coarse_resolution() noexcept {
+  static const steady_clock::duration resolution = [] {
+    timespec ts{};
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+      return steady_clock::duration(std::chrono::milliseconds(10));
+    return std::chrono::duration_cast<steady_clock::duration>(std::chrono::seconds(ts.tv_sec) +
+                                                              std::chrono::nanoseconds(ts.tv_nsec));
+  }();
+  return resolution;
+}
 
 progress_engine::progress_engine(poll_mode mode) : mode_(mode) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);

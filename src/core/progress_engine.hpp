@@ -21,6 +21,14 @@ enum class poll_mode { busy, adaptive, event };
 
 using steady_clock = std::chrono::steady_clock;
 
+// The clock for deadlines of milliseconds and more: steady_clock's timeline (CLOCK_MONOTONIC) as
+// CLOCK_MONOTONIC_COARSE keeps it, which costs a memory read where steady_clock::now() reads the
+// hardware clock (about 3 ns against 22 ns in these VMs). It lags steady_clock::now() by up to
+// coarse_resolution() (one scheduler tick, 1-10 ms): a deadline kept on it is checked against it,
+// and a sleep until such a deadline asks for one resolution more, so that it has surely passed.
+steady_clock::time_point coarse_now() noexcept;
+steady_clock::duration coarse_resolution() noexcept;
+
 // Anything a progress engine polls: contexts and per-engine shared resources (a UCX worker).
 class event_source {
  public:

@@ -152,8 +152,10 @@ class context final : public core::context {
                      const core::memory_map& remote_map, uint64_t remote_address, uint64_t length,
                      core::access needed, const void* data, uint16_t flags) noexcept;
   task* find_op(uint64_t id, internal::op reply) noexcept;
-  void on_sends_acked(uint64_t up_to);
-  void on_send_nacked(uint64_t seq, status why);
+  // The full number of our send named by `wire` (its low 32 bits); false if we never sent it.
+  bool widen_send_seq(uint32_t wire, uint64_t& out) const noexcept;
+  void on_sends_acked(uint32_t up_to);
+  void on_send_nacked(uint32_t seq, status why);
   int on_read_reply(const internal::wire_header& h, void* data, size_t length, bool rendezvous);
   void on_ack_op(const internal::wire_header& h);
   void send_done(task& t, int ucs_status) noexcept;
@@ -170,9 +172,13 @@ class context final : public core::context {
 
   // Protocol (protocol.cpp): dispatch of incoming messages, replies and acknowledgements.
   int on_message(const internal::wire_header& h, void* data, size_t length, bool rendezvous);
-  void send_reply(internal::wire_header& h, size_t header_length, const void* data, size_t length,
+  // Queues a reply (its header as long as its op needs) to go out after this progress pass.
+  void send_reply(internal::wire_header& h, const void* data, size_t length,
                   internal::reply* r = nullptr);
   void nack_send(uint64_t seq, status why);
+  // Puts the owed acknowledgement, if any, into an outgoing header; true if it did.
+  bool carry_ack(internal::wire_header& h) noexcept;
+  // Sends the owed acknowledgement alone (the worker calls it a pass after it fell due).
   void flush_acks();
   void ack_op(const internal::wire_header& request, status result, uint64_t value);
   int receive_rendezvous(task& t, void* data, void* dst, size_t length) noexcept;
@@ -208,9 +214,9 @@ class context final : public core::context {
   internal::task_list parked_;   // decided, waiting for UCX to let go of them
   uint64_t next_send_seq_ = 1;
   uint64_t last_received_seq_ = 0;  // the peer's sends arrive with consecutive sequence numbers
-  uint64_t ack_seq_ = 0;            // highest delivered send not yet acknowledged
-  bool ack_pending_ = false;
-  uint32_t unsent_ = 0;                       // our messages UCX has not finished sending
+  uint64_t ack_seq_ = 0;            // highest delivered send
+  bool ack_pending_ = false;        // ack_seq_ has not gone out yet
+  uint32_t unsent_ = 0;             // our messages UCX has not finished sending
   status pending_failure_ = status::success;  // noted, not yet applied (see note_failure)
   status failure_ = status::success;
   bool peer_left_ = false;  // the peer said it was stopping (not an error)

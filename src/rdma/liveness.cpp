@@ -94,7 +94,7 @@ size_t context::poll() {
   if (ep_ == nullptr) return done;
   const bool watching = peer_process_.watching();
   if (!watching && sends_.empty() && ops_.empty() && arrived_.empty()) return done;
-  const auto now = engine().pass_time();
+  const auto now = core::coarse_now();
   if (watching && now >= next_liveness_check_) {
     next_liveness_check_ = now + liveness_period;
     if (peer_process_.exited()) {
@@ -126,13 +126,15 @@ int context::wait_fd() const {
 }
 
 steady_clock::time_point context::next_deadline() const {
+  // Deadlines are kept on the coarse clock: wake once it has surely passed them.
   auto deadline = steady_clock::time_point::max();
   if (ep_ != nullptr && peer_process_.watching()) deadline = next_liveness_check_;
   if (!sends_.empty()) deadline = std::min(deadline, sends_.front()->deadline_);
   if (!ops_.empty()) deadline = std::min(deadline, ops_.front()->deadline_);
   if (!arrived_.empty() && !arrived_.front()->delivered_)
     deadline = std::min(deadline, arrived_.front()->deadline_);
-  return deadline;
+  return deadline == steady_clock::time_point::max() ? deadline
+                                                     : deadline + core::coarse_resolution();
 }
 
 }  // namespace zc::rdma

@@ -44,21 +44,22 @@ void context::deliver_ready() noexcept {
 int context::on_send(const wire_header& h, void* data, size_t length, bool rendezvous) {
   // Sends are numbered 1, 2, 3... by the peer: a gap or a repeat means messages were lost or
   // forged, and matching by position would hand a message to the wrong receive.
-  if (h.id != last_received_seq_ + 1) {
-    ZC_SDK_LOG_ERROR("rdma: send {} arrived where {} was due; failing the connection", h.id,
-                     last_received_seq_ + 1);
+  const uint64_t seq = last_received_seq_ + 1;
+  if (h.seq != static_cast<uint32_t>(seq)) {
+    ZC_SDK_LOG_ERROR("rdma: send {} arrived where {} was due; failing the connection", h.seq,
+                     static_cast<uint32_t>(seq));
     note_failure(status::io_failed);
     return UCS_OK;
   }
-  last_received_seq_ = h.id;
+  last_received_seq_ = seq;
   if (!ok(serving_state()) || posted_.empty()) {
-    ZC_SDK_LOG_DEBUG("rdma: send {} refused: no receive posted", h.id);
-    nack_send(h.id, status::empty);
+    ZC_SDK_LOG_DEBUG("rdma: send {} refused: no receive posted", seq);
+    nack_send(seq, status::empty);
     return UCS_OK;
   }
   auto& t = static_cast<receive_task&>(*posted_.front());
   posted_.remove(t);
-  t.wire_id_ = h.id;
+  t.wire_id_ = seq;
   arrived_.push_back(t);
   if (length > t.dst_->tail_room()) {
     ZC_SDK_LOG_WARN("rdma: a {}-byte message does not fit the posted {}-byte buffer", length,
@@ -66,7 +67,7 @@ int context::on_send(const wire_header& h, void* data, size_t length, bool rende
     // Completes in its turn, after the receives that arrived before it.
     t.outcome_ = status::too_big;
     t.delivered_ = true;
-    nack_send(h.id, status::too_big);
+    nack_send(seq, status::too_big);
     deliver_ready();
     return UCS_OK;
   }
@@ -81,7 +82,7 @@ int context::on_send(const wire_header& h, void* data, size_t length, bool rende
     deliver_ready();
     return UCS_OK;
   }
-  t.deadline_ = engine().pass_time() + task_timeout_;
+  t.deadline_ = core::coarse_now() + task_timeout_;
   return receive_rendezvous(t, data, dst, length);
 }
 
@@ -105,7 +106,7 @@ int context::on_write(const wire_header& h, void* data, size_t length, bool rend
       receive->has_immediate_ = true;
       receive->immediate_ = h.immediate;
       receive->received_ = 0;
-      receive->deadline_ = engine().pass_time() + task_timeout_;
+      receive->deadline_ = core::coarse_now() + task_timeout_;
       arrived_.push_back(*receive);
     }
   }
@@ -175,19 +176,19 @@ void context::on_read(const wire_header& h) {
   if (!ok(result)) {
     ZC_SDK_LOG_DEBUG("rdma: read of {} bytes at {:#x}+{} refused: {}", h.length, h.export_id,
                      h.offset, status_name(result));
-    send_reply(reply, internal::short_header_size, nullptr, 0);
+    send_reply(reply, nullptr, 0);
     return;
   }
   // The claim rides with the reply until UCX has sent the bytes.
   internal::reply* r = worker_->new_reply();
   if (r == nullptr) {
     reply.status = static_cast<uint32_t>(status::no_memory);
-    send_reply(reply, internal::short_header_size, nullptr, 0);  // fails the connection
+    send_reply(reply, nullptr, 0);  // fails the connection
     return;
   }
   const uint8_t* src = claim.data();
   r->claim = std::move(claim);
-  send_reply(reply, internal::short_header_size, src, h.length, r);
+  send_reply(reply, src, h.length, r);
 }
 
 void context::on_atomic(const wire_header& h) {

@@ -17,6 +17,12 @@ using internal::task_kind;
 using internal::wire_header;
 
 int context::on_message(const wire_header& h, void* data, size_t length, bool rendezvous) {
+  // Any message may carry the peer's acknowledgement of our sends; it covers only sends the
+  // peer had settled before this message, so it is taken first.
+  if ((h.flags & internal::has_ack) != 0) {
+    on_sends_acked(h.acked);
+    if (pending_failure_ != status::success) return UCS_OK;
+  }
   switch (h.code) {
     case op::send:
       return on_send(h, data, length, rendezvous);
@@ -34,10 +40,9 @@ int context::on_message(const wire_header& h, void* data, size_t length, bool re
       on_ack_op(h);
       break;
     case op::ack_sends:
-      on_sends_acked(h.id);
-      break;
+      break;  // its acknowledgement was taken above
     case op::nack_send:
-      on_send_nacked(h.id, status_from_wire(h.status));
+      on_send_nacked(h.seq, status_from_wire(h.status));
       break;
     case op::disconnect:
       ZC_SDK_LOG_INFO("rdma: peer context disconnected");
@@ -49,8 +54,7 @@ int context::on_message(const wire_header& h, void* data, size_t length, bool re
   return UCS_OK;
 }
 
-void context::send_reply(wire_header& h, size_t header_length, const void* data, size_t length,
-                         internal::reply* r) {
+void context::send_reply(wire_header& h, const void* data, size_t length, internal::reply* r) {
   if (r == nullptr) r = worker_->new_reply();
   if (r == nullptr) {
     ZC_SDK_LOG_ERROR(
@@ -60,10 +64,13 @@ void context::send_reply(wire_header& h, size_t header_length, const void* data,
     return;
   }
   r->header = h;
+  // Queued replies go out in order, behind any refusal of an earlier send: an acknowledgement
+  // they carry can never overtake a nack.
+  carry_ack(r->header);
   r->header.dst_context = peer_slot_;
   r->header.dst_nonce = peer_nonce_;
   r->header.src_nonce = nonce_;
-  r->header_length = header_length;
+  r->header_length = internal::header_size_for(h.code);
   r->ep = ep_;
   r->data = data;
   r->length = length;
@@ -76,22 +83,29 @@ void context::send_reply(wire_header& h, size_t header_length, const void* data,
 }
 
 void context::nack_send(uint64_t seq, status why) {
-  // Everything delivered before this message is acknowledged first, so acks stay in order.
-  flush_acks();
+  // Every send delivered before this one is acknowledged by the nack itself (see send_reply):
+  // the peer takes that acknowledgement before the refusal.
   wire_header h{};
   h.code = op::nack_send;
-  h.id = seq;
+  h.seq = static_cast<uint32_t>(seq);
   h.status = static_cast<uint32_t>(why);
-  send_reply(h, internal::short_header_size, nullptr, 0);
+  send_reply(h, nullptr, 0);
+}
+
+bool context::carry_ack(wire_header& h) noexcept {
+  if (!ack_pending_) return false;
+  ack_pending_ = false;
+  h.flags |= internal::has_ack;
+  h.acked = static_cast<uint32_t>(ack_seq_);
+  return true;
 }
 
 void context::flush_acks() {
+  // Nothing else went out to carry the acknowledgement in the pass that owed it.
   if (!ack_pending_) return;
-  ack_pending_ = false;
   wire_header h{};
   h.code = op::ack_sends;
-  h.id = ack_seq_;
-  send_reply(h, internal::short_header_size, nullptr, 0);
+  send_reply(h, nullptr, 0);
 }
 
 void context::ack_op(const wire_header& request, status result, uint64_t value) {
@@ -100,7 +114,7 @@ void context::ack_op(const wire_header& request, status result, uint64_t value) 
   h.id = request.id;
   h.status = static_cast<uint32_t>(result);
   h.operand0 = value;
-  send_reply(h, internal::header_size_for(op::ack_op), nullptr, 0);
+  send_reply(h, nullptr, 0);
 }
 
 int context::receive_rendezvous(task& t, void* data, void* dst, size_t length) noexcept {

@@ -46,13 +46,22 @@ status context::check_submittable(task& t) const noexcept {
 
 status context::post(task& t, size_t header_length, const void* data, size_t length) noexcept {
   if (unsent_ >= max_unsent) return status::again;
+  // The owed acknowledgement rides along, unless replies of this pass are still queued: one of
+  // them may refuse an earlier send, and the acknowledgement must not overtake it.
+  const bool carried = !worker_->replies_queued() && carry_ack(t.header_);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &internal::context_hooks::on_send_complete;
   param.user_data = &t;
   ucs_status_ptr_t req =
       ucp_am_send_nbx(ep_, internal::am_id, &t.header_, header_length, data, length, &param);
-  if (UCS_PTR_IS_ERR(req)) return from_ucs(UCS_PTR_STATUS(req));
+  if (UCS_PTR_IS_ERR(req)) {
+    if (carried) {  // it did not go out after all
+      ack_pending_ = true;
+      worker_->want_flush(*this);
+    }
+    return from_ucs(UCS_PTR_STATUS(req));
+  }
   if (req != nullptr) {
     // UCX reads the header and the source until it calls back: the task waits for that too.
     t.send_request_ = req;
@@ -84,14 +93,14 @@ status context::post_send(task& t, task_kind kind, const core::buffer& src, uint
   h.src_nonce = nonce_;
   h.code = op::send;
   h.flags = flags;
-  h.id = next_send_seq_;
+  h.seq = static_cast<uint32_t>(next_send_seq_);
   h.immediate = immediate;
   if (status s = post(t, internal::short_header_size, src.data(), src.data_length()); !ok(s))
     return s;
   // Completion is the peer's acknowledgement (data delivered), and UCX letting go of the source.
   t.kind_ = kind;
   t.wire_id_ = next_send_seq_++;
-  t.deadline_ = engine().pass_time() + task_timeout_;
+  t.deadline_ = core::coarse_now() + task_timeout_;
   sends_.push_back(t);
   task_submitted();
   return status::success;
@@ -147,7 +156,7 @@ status context::post_remote(task& t, task_kind kind, op code, const core::memory
   t.generation_++;
   t.kind_ = kind;
   t.wire_id_ = id;
-  t.deadline_ = engine().pass_time() + task_timeout_;
+  t.deadline_ = core::coarse_now() + task_timeout_;
   ops_.push_back(t);
   task_submitted();
   return status::success;
@@ -284,9 +293,19 @@ task* context::find_op(uint64_t id, op reply) noexcept {
   return t != nullptr && ops_.contains(*t) && t->wire_id_ == id && t->kind_ == kind ? t : nullptr;
 }
 
-void context::on_sends_acked(uint64_t up_to) {
-  if (up_to >= next_send_seq_) {
-    ZC_SDK_LOG_ERROR("rdma: peer acknowledged send {} that was never sent", up_to);
+bool context::widen_send_seq(uint32_t wire, uint64_t& out) const noexcept {
+  const uint64_t last = next_send_seq_ - 1;
+  // How far behind our last send the named one is; "behind" by 2^31 or more is ahead of it.
+  const uint32_t behind = static_cast<uint32_t>(last) - wire;
+  if (behind >= (1u << 31) || behind > last) return false;
+  out = last - behind;
+  return true;
+}
+
+void context::on_sends_acked(uint32_t wire) {
+  uint64_t up_to = 0;
+  if (!widen_send_seq(wire, up_to)) {
+    ZC_SDK_LOG_ERROR("rdma: peer acknowledged send {} that was never sent", wire);
     note_failure(status::io_failed);
     return;
   }
@@ -294,9 +313,10 @@ void context::on_sends_acked(uint64_t up_to) {
     finish(*sends_.front(), status::success);
 }
 
-void context::on_send_nacked(uint64_t seq, status why) {
-  if (seq >= next_send_seq_) {
-    ZC_SDK_LOG_ERROR("rdma: peer refused send {} that was never sent", seq);
+void context::on_send_nacked(uint32_t wire, status why) {
+  uint64_t seq = 0;
+  if (!widen_send_seq(wire, seq) || seq == 0) {
+    ZC_SDK_LOG_ERROR("rdma: peer refused send {} that was never sent", wire);
     note_failure(status::io_failed);
     return;
   }

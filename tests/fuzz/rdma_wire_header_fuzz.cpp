@@ -23,6 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!zc::ok(decode_header(bytes.data(), bytes.size(), h))) return 0;
   check(size >= header_size_for(h.code));
   check(header_size_for(h.code) <= sizeof(wire_header));
+  check(h.code != op::ack_sends || (h.flags & has_ack) != 0);
   const size_t copied = std::min(size, sizeof(wire_header));
   check(std::memcmp(&h, bytes.data(), copied) == 0);
   const auto* raw = reinterpret_cast<const uint8_t*>(&h);

@@ -237,11 +237,16 @@ void ucx_worker::want_flush(context& ctx) {
   flush_.push_back(&ctx);
 }
 
-size_t ucx_worker::send_queued() {
-  size_t sent = 0;
+size_t ucx_worker::flush_owed_acks() {
+  if (flush_.empty()) return 0;
   for (context* c : flush_)
     if (c != nullptr) context_hooks::flush_acks(*c);
   flush_.clear();
+  return send_queued();
+}
+
+size_t ucx_worker::send_queued() {
+  size_t sent = 0;
   while (queue_head_ != nullptr) {
     reply* r = queue_head_;
     queue_head_ = r->next;
@@ -270,7 +275,9 @@ size_t ucx_worker::send_queued() {
 }
 
 size_t ucx_worker::poll() {
-  size_t done = 0;
+  // Acknowledgements owed since the last pass that nothing carried: the callbacks that could
+  // have answered with a message have run.
+  size_t done = flush_owed_acks();
   for (int i = 0; i < 64; ++i) {
     unsigned n = ucp_worker_progress(worker_);
     if (n == 0) break;

@@ -76,7 +76,10 @@ class ucx_worker final : public core::event_source {
   void release(reply* r) noexcept;
   // Sends after the current progress pass, in queue order (acks stay behind earlier nacks).
   void queue(reply* r) noexcept;
-  // A context with acknowledgements to send at the end of this pass.
+  // True while replies of this pass wait to be sent.
+  bool replies_queued() const noexcept { return queue_head_ != nullptr; }
+  // A context owes its peer an acknowledgement. The completion callbacks of this pass may still
+  // send something that carries it; what is still owed when the next pass starts goes out alone.
   void want_flush(context& ctx);
   // Receives a rendezvous write into an export; `r` (with its claim) lives until UCX is done,
   // then its context, if still there, is told.
@@ -93,6 +96,7 @@ class ucx_worker final : public core::event_source {
   static ucs_status_t on_message(void* arg, const void* header, size_t header_length, void* data,
                                  size_t length, const ucp_am_recv_param_t* param);
   size_t send_queued();
+  size_t flush_owed_acks();
 
   core::progress_engine& engine_;
   ucp_context_h context_ = nullptr;

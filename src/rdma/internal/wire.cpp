@@ -25,6 +25,8 @@ status decode_header(const void* bytes, size_t length, wire_header& out) noexcep
   }
   // Bytes past what the peer sent stay zero; a header shorter than its op needs is refused.
   if (length < header_size_for(out.code)) return status::invalid_value;
+  // An acknowledgement alone that acknowledges nothing is not one.
+  if (out.code == op::ack_sends && (out.flags & has_ack) == 0) return status::invalid_value;
   return status::success;
 }
 

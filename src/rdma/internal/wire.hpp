@@ -19,8 +19,8 @@ enum class op : uint16_t {
   read = 3,        // request for bytes of an exported region
   read_reply = 4,  // the bytes (or an error) for a read
   atomic = 5,      // compare-and-swap / fetch-and-add on 8 bytes of an exported region
-  ack_sends = 6,   // every send up to `id` was delivered
-  nack_send = 7,   // send `id` was not delivered: `status` says why
+  ack_sends = 6,   // an acknowledgement alone (has_ack), when nothing else went out to carry it
+  nack_send = 7,   // send `seq` was not delivered: `status` says why
   ack_op = 8,      // write/atomic `id` completed with `status` (atomics: old value in operand0)
   disconnect = 9,  // the peer context stopped: fail what is in flight, leave running
 };
@@ -29,17 +29,24 @@ enum flag : uint16_t {
   has_immediate = 1 << 0,
   atomic_fetch_add = 1 << 1,  // else compare-and-swap (unless atomic_set)
   atomic_set = 1 << 2,        // sync event set: one atomic store of operand0
+  has_ack = 1 << 3,           // `acked` is valid, whatever the op
 };
 
+// Sends are numbered 1, 2, 3... per connection, and named on the wire by the low 32 bits of that
+// number: far fewer than 2^31 are ever unacknowledged, so the receiver of an ack or a nack
+// recovers the full number from its own count (see context::widen_send_seq).
 struct wire_header {
   uint32_t dst_context;  // the receiving context's slot on its worker
   uint32_t dst_nonce;    // and its identity, so a recycled slot drops stale traffic
+  uint32_t src_nonce;    // the sender's nonce: only the two connected contexts know both
   op code;
   uint16_t flags;
-  uint32_t status;  // zc::status of a reply
-  uint64_t id;      // send sequence number, or task id of a read/write/atomic
+  uint32_t seq;    // send: its number; nack_send: the send refused
+  uint32_t acked;  // has_ack: every send of the receiver's up to this one was delivered
   uint32_t immediate;
-  uint32_t src_nonce;  // the sender's nonce: only the two connected contexts know both
+  // Replies and remote-memory operations only:
+  uint32_t status;  // zc::status of a reply
+  uint64_t id;      // task id of a read/write/atomic, echoed by its reply
   // Remote-memory operations only:
   uint64_t export_key;  // the secret of the export, from its blob
   uint64_t export_id;
@@ -49,18 +56,22 @@ struct wire_header {
   uint64_t operand1;  // swap value
 };
 
-// Sends and acks carry only the first part of the header.
-inline constexpr size_t short_header_size = offsetof(wire_header, export_key);
+// Sends and acks carry only the first 28 bytes: with UCP's 8-byte header, a 64-byte send fits
+// the 100 bytes of shared memory's am_short, UCX's fastest path.
+inline constexpr size_t short_header_size = offsetof(wire_header, status);
 inline constexpr size_t full_header_size = sizeof(wire_header);
+static_assert(short_header_size == 28);
 
 inline constexpr size_t header_size_for(op code) {
   switch (code) {
     case op::send:
     case op::ack_sends:
-    case op::nack_send:
-    case op::read_reply:
     case op::disconnect:
       return short_header_size;
+    case op::nack_send:
+      return offsetof(wire_header, id);
+    case op::read_reply:
+      return offsetof(wire_header, export_key);
     case op::ack_op:
       return offsetof(wire_header, operand1);
     default:

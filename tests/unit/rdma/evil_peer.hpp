@@ -99,14 +99,26 @@ class evil_peer {
     ASSERT_EQ(ucp_ep_create(worker_, &params, &ep_), UCS_OK);
   }
 
-  // A header addressed to the victim.
+  // A header addressed to the victim. `id` goes where the op keeps its number: a send's or a
+  // nack's sequence number, the send an ack_sends acknowledges, else the task id.
   internal::wire_header header(internal::op code, uint64_t id) const {
     internal::wire_header h{};
     h.dst_context = victim_slot_;
     h.dst_nonce = victim_nonce_;
     h.src_nonce = own_nonce;
     h.code = code;
-    h.id = id;
+    switch (code) {
+      case internal::op::send:
+      case internal::op::nack_send:
+        h.seq = static_cast<uint32_t>(id);
+        break;
+      case internal::op::ack_sends:
+        h.flags = internal::has_ack;
+        h.acked = static_cast<uint32_t>(id);
+        break;
+      default:
+        h.id = id;
+    }
     return h;
   }
 

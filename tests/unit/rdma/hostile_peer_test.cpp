@@ -47,7 +47,8 @@ TEST_P(hostile_peer, a_gap_in_send_sequence_fails_the_connection) {
   EXPECT_EQ(a.completions("receive")[0].result, status::success);
   evil_peer::message ack;
   ASSERT_TRUE(evil->receive(op::ack_sends, ack));
-  EXPECT_EQ(ack.header.id, 1u);
+  EXPECT_NE(ack.header.flags & internal::has_ack, 0);
+  EXPECT_EQ(ack.header.acked, 1u);
   // Send 3 where 2 is due: matching by position would hand it to the second receive.
   std::fill(bytes.begin(), bytes.end(), 0x43);
   ASSERT_TRUE(evil->send(evil->header(op::send, 3), bytes));
@@ -99,6 +100,66 @@ TEST_P(hostile_peer, an_unmatched_rendezvous_reply_is_released_not_pinned) {
 
 TEST_P(hostile_peer, an_ack_for_a_send_never_sent_fails_the_connection) {
   ASSERT_TRUE(evil->send(evil->header(op::ack_sends, 5)));
+  EXPECT_TRUE(failed_with(status::io_failed));
+}
+
+TEST_P(hostile_peer, an_ack_riding_on_any_message_is_checked_like_one_alone) {
+  // A read request that also claims to acknowledge send 7, when nothing was sent.
+  auto h = evil->header(op::read, 1);
+  h.flags = internal::has_ack;
+  h.acked = 7;
+  ASSERT_TRUE(evil->send(h));
+  EXPECT_TRUE(failed_with(status::io_failed));
+}
+
+TEST_P(hostile_peer, an_ack_sends_that_acknowledges_nothing_is_dropped_as_malformed) {
+  auto h = evil->header(op::ack_sends, 0);
+  h.flags = 0;  // no has_ack: not an acknowledgement
+  ASSERT_TRUE(evil->send(h));
+  // Nothing changes: the message is dropped, the connection lives and still serves.
+  a.thread.call([&] {
+    a.submit<send_task>(0, [&](send_task& t) { t.set_src(*a.local_buffer(0, 64, true)); });
+  });
+  evil_peer::message sent;
+  ASSERT_TRUE(evil->receive(op::send, sent));
+  EXPECT_EQ(sent.header.seq, 1u);
+  a.thread.call([&] { EXPECT_EQ(a.ctx->state(), core::context_state::running); });
+}
+
+TEST_P(hostile_peer, a_nack_carrying_an_ack_settles_the_earlier_send_first) {
+  a.thread.call([&] {
+    for (int i = 0; i < 2; ++i)
+      a.submit<send_task>(i, [&](send_task& t) { t.set_src(*a.local_buffer(i * 64, 64, true)); });
+  });
+  evil_peer::message first, second;
+  ASSERT_TRUE(evil->receive(op::send, first));
+  ASSERT_TRUE(evil->receive(op::send, second));
+  EXPECT_EQ(first.header.seq, 1u);
+  EXPECT_EQ(second.header.seq, 2u);
+  // One message: send 1 delivered, send 2 refused for want of a receive.
+  auto nack = evil->header(op::nack_send, 2);
+  nack.status = static_cast<uint32_t>(status::empty);
+  nack.flags = internal::has_ack;
+  nack.acked = 1;
+  ASSERT_TRUE(evil->send(nack));
+  ASSERT_TRUE(a.wait_for("send", 2));
+  auto done = a.completions("send");
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].result, status::success);
+  EXPECT_EQ(done[1].result, status::empty);
+  a.thread.call([&] { EXPECT_EQ(a.ctx->state(), core::context_state::running); });
+}
+
+TEST_P(hostile_peer, a_nack_for_a_send_far_ahead_fails_the_connection) {
+  a.thread.call([&] {
+    a.submit<send_task>(0, [&](send_task& t) { t.set_src(*a.local_buffer(0, 64, true)); });
+  });
+  evil_peer::message sent;
+  ASSERT_TRUE(evil->receive(op::send, sent));
+  // Sequence numbers travel as 32 bits: 2^31 ahead of the last send is not "long ago".
+  auto nack = evil->header(op::nack_send, 1u + (1u << 31));
+  nack.status = static_cast<uint32_t>(status::empty);
+  ASSERT_TRUE(evil->send(nack));
   EXPECT_TRUE(failed_with(status::io_failed));
 }
 
