@@ -70,6 +70,51 @@ bench_free_port() {
   return 1
 }
 
+# bench_dev_env DEVICE: extra environment of a zcstore or raw program for that device (its
+# device argument picks UCX_TLS itself: tcp -> "tcp", sm -> "sm,self"); TCP stays on loopback.
+bench_dev_env() { if [ "$1" = tcp ]; then echo UCX_NET_DEVICES=lo; fi; }
+
+# bench_reap PID: waits for a background process and drops it from PIDS; its exit status.
+bench_reap() {
+  local rc=0 keep=() p
+  wait "$1" 2>/dev/null || rc=$?
+  for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+  PIDS=("${keep[@]}")
+  return $rc
+}
+
+# bench_pair LABEL PROGRAM DEVICE SERVER_CPU CLIENT_CPU TIMEOUT "SERVER ARGS" "CLIENT ARGS" [TAG]:
+# one run of a two-process benchmark program (zc_rdma_bench, zc_ucx_raw_bench): its server in
+# the background, its client in front, each pinned with taskset and bounded with timeout, in
+# $WORK/LABEL. The client's "result" lines (TAG appended) go to $RESULTS and, indented, to stdout.
+# False when the client or the server failed (their output is printed).
+bench_pair() {
+  local label=$1 prog=$2 dev=$3 scpu=$4 ccpu=$5 limit=$6 sargs=$7 cargs=$8 tag=${9:-}
+  local dir=$WORK/$label ok=0
+  mkdir -p "$dir"
+  # shellcheck disable=SC2046,SC2086
+  env $(bench_dev_env "$dev") taskset -c "$scpu" timeout "$limit" "$BIN/$prog" server "$dir" "$dev" \
+    --cpu "$scpu" $sargs >"$dir/server.log" 2>&1 &
+  local spid=$!
+  PIDS+=("$spid")
+  # shellcheck disable=SC2046,SC2086
+  env $(bench_dev_env "$dev") taskset -c "$ccpu" timeout "$limit" "$BIN/$prog" client "$dir" "$dev" \
+    --cpu "$ccpu" $cargs >"$dir/client.log" 2>"$dir/client.err" || ok=1
+  grep '^result ' "$dir/client.log" | sed "s/\$/${tag:+ $tag}/" | tee -a "$RESULTS" |
+    sed 's/^result /  /' || true
+  if [ $ok != 0 ]; then
+    echo "run_$BENCH_NAME.sh: $label client failed:" >&2
+    cat "$dir/client.err" "$dir/server.log" >&2 || true
+    kill "$spid" 2>/dev/null || true
+    bench_reap "$spid" || true
+    return 1
+  fi
+  if ! bench_reap "$spid"; then
+    echo "run_$BENCH_NAME.sh: $label server failed: $(cat "$dir/server.log")" >&2
+    return 1
+  fi
+}
+
 # bench_listening PORT: true once something listens on PORT.
 bench_listening() { grep -qiE ":$(printf '%04X' "$1") [0-9A-F:]+ 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null; }
 

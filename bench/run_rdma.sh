@@ -27,43 +27,11 @@ for b in zc_rdma_bench zc_ucx_raw_bench; do
 done
 bench_require_commands "ucx-utils, util-linux, coreutils" ucx_perftest taskset timeout
 
-# PIDS: background servers still running (only those: a pid is dropped once reaped).
-reap() {  # reap PID: waits for a background server and forgets it
-  local rc=0 keep=() p
-  wait "$1" 2>/dev/null || rc=$?
-  for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-  PIDS=("${keep[@]}")
-  return $rc
-}
-
-# Extra environment for the zcstore and raw programs: the device argument picks UCX_TLS itself
-# (tcp -> "tcp", sm -> "sm,self"); TCP runs stay on loopback.
-dev_env() { if [ "$1" = tcp ]; then echo UCX_NET_DEVICES=lo; fi; }
 # ucx_perftest: UCX_TLS=tcp for tcp, UCX's default (shared memory on one host) for sm.
 perftest_env() { if [ "$1" = tcp ]; then echo UCX_TLS=tcp UCX_NET_DEVICES=lo; fi; }
 
-# run_pair LABEL PROGRAM DEVICE "SERVER ARGS" "CLIENT ARGS"
-run_pair() {
-  local label=$1 prog=$2 dev=$3 sargs=$4 cargs=$5
-  local dir=$WORK/$label
-  mkdir -p "$dir"
-  # shellcheck disable=SC2046,SC2086
-  env $(dev_env "$dev") taskset -c "$SCPU" timeout "$PAIR_TIMEOUT" "$BIN/$prog" server "$dir" "$dev" \
-    --cpu "$SCPU" $sargs >"$dir/server.log" 2>&1 &
-  local spid=$!
-  PIDS+=("$spid")
-  local ok=1
-  # shellcheck disable=SC2046,SC2086
-  env $(dev_env "$dev") taskset -c "$CCPU" timeout "$PAIR_TIMEOUT" "$BIN/$prog" client "$dir" "$dev" \
-    --cpu "$CCPU" $cargs >"$dir/client.log" 2>"$dir/client.err" || ok=0
-  grep '^result ' "$dir/client.log" | tee -a "$RESULTS" | sed 's/^result /  /' || true
-  if [ $ok = 0 ]; then
-    echo "run_rdma.sh: $label client failed:" >&2
-    cat "$dir/client.err" "$dir/server.log" >&2 || true
-    kill "$spid" 2>/dev/null || true
-  fi
-  reap "$spid" || { [ $ok = 0 ] || echo "run_rdma.sh: $label server failed: $(cat "$dir/server.log")" >&2; }
-}
+# run_pair LABEL PROGRAM DEVICE "SERVER ARGS" "CLIENT ARGS": server on SCPU, client on CCPU.
+run_pair() { bench_pair "$1" "$2" "$3" "$SCPU" "$CCPU" "$PAIR_TIMEOUT" "$4" "$5" || true; }
 
 # perftest DEVICE TEST ITERATIONS WARMUP [extra client args]: prints the final numbers line.
 perftest() {
@@ -84,7 +52,7 @@ perftest() {
     echo "run_rdma.sh: ucx_perftest $test failed: $out" >&2
     kill "$spid" 2>/dev/null || true
   }
-  reap "$spid" || true
+  bench_reap "$spid" || true
   # Final line: iterations, latency (percentile, average, overall), MB/s (avg, overall),
   # msg/s (avg, overall).
   echo "$out" | awk '/^ *[0-9]+ +[0-9.]+ +[0-9.]+/ { line = $0 } END { print line }'

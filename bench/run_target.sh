@@ -8,7 +8,11 @@
 # layer; zc_ucx_raw_bench: UCX alone), memory owner on cpu 0 and initiator on cpu 1 like the
 # driver and the target. Every process is bounded with timeout. Prints a table and rewrites the
 # "## target" section of docs/BENCHMARKS.md.
-# Knobs: ZC_BENCH_SECONDS (per measurement, default 2), ZC_BENCH_DEVICES (default "sm tcp"),
+# The rdma rows come from the same programs, arguments and helper (bench/common.sh bench_pair) as
+# bench/run_rdma.sh's, and, like there, every measurement runs ZC_BENCH_ROUNDS times (default 2)
+# and the table keeps each row's best round: interference from other processes only slows a run.
+# Knobs: ZC_BENCH_SECONDS (per measurement, default 2), ZC_BENCH_ROUNDS (default 2),
+# ZC_BENCH_DEVICES (default "sm tcp"),
 # ZC_BENCH_TARGET_CPU / ZC_BENCH_DRIVER_CPU (1 / 0), ZC_BENCH_DOC (default docs/BENCHMARKS.md).
 set -euo pipefail
 # shellcheck source=bench/common.sh
@@ -16,6 +20,7 @@ set -euo pipefail
 bench_setup target "${1:-}"
 TARGET=$BUILD/apps/target_rdma/zcstore_target_rdma
 SECS=${ZC_BENCH_SECONDS:-2}
+ROUNDS=${ZC_BENCH_ROUNDS:-2}
 DEVICES=${ZC_BENCH_DEVICES:-"sm tcp"}
 TCPU=${ZC_BENCH_TARGET_CPU:-1}
 DCPU=${ZC_BENCH_DRIVER_CPU:-0}
@@ -31,22 +36,19 @@ for b in zc_rdma_bench zc_ucx_raw_bench; do [ -x "$BIN/$b" ] || HAVE_RDMA=0; don
 
 FAILED=0
 
-# The device argument picks UCX_TLS itself (tcp -> "tcp", sm -> "sm,self"); TCP stays on loopback.
-dev_env() { if [ "$1" = tcp ]; then echo UCX_NET_DEVICES=lo; fi; }
-
 # run_target DEVICE: one target process, one driver session with every case.
 run_target() {
   local dev=$1 port
   local log=$WORK/target-$dev.log
   port=$(bench_free_port)
   # shellcheck disable=SC2046
-  env $(dev_env "$dev") taskset -c "$TCPU" timeout "$RUN_TIMEOUT" "$TARGET" -d "$dev" --cpu "$TCPU" \
+  env $(bench_dev_env "$dev") taskset -c "$TCPU" timeout "$RUN_TIMEOUT" "$TARGET" -d "$dev" --cpu "$TCPU" \
     --listen-port "$port" --poll-mode busy --block-size 4096 --block-count 4096 >"$log" 2>&1 &
   local tpid=$!
   PIDS+=("$tpid")
   local ok=1
   # shellcheck disable=SC2046
-  env $(dev_env "$dev") taskset -c "$DCPU" timeout "$RUN_TIMEOUT" "$BIN/zc_target_bench" --port "$port" \
+  env $(bench_dev_env "$dev") taskset -c "$DCPU" timeout "$RUN_TIMEOUT" "$BIN/zc_target_bench" --port "$port" \
     --device "$dev" --cpu "$DCPU" --poll busy --seconds "$SECS" --qd "$DEPTHS" --size 4096 \
     >"$WORK/driver-$dev.log" 2>"$WORK/driver-$dev.err" || ok=0
   grep '^result ' "$WORK/driver-$dev.log" | tee -a "$RESULTS" | sed 's/^result /  /' || true
@@ -67,43 +69,26 @@ run_target() {
   grep -A1 '^| Core' "$log" | sed 's/^/  target: /' || true
 }
 
-# run_pair LABEL PROGRAM DEVICE TAG "SERVER ARGS" "CLIENT ARGS": as in run_rdma.sh; TAG is
-# appended to every result line (the queue depth of the rate tests, which they do not print).
-run_pair() {
-  local label=$1 prog=$2 dev=$3 tag=$4 sargs=$5 cargs=$6
-  local dir=$WORK/$label
-  mkdir -p "$dir"
-  # shellcheck disable=SC2046,SC2086
-  env $(dev_env "$dev") taskset -c "$DCPU" timeout "$RUN_TIMEOUT" "$BIN/$prog" server "$dir" "$dev" \
-    --cpu "$DCPU" $sargs >"$dir/server.log" 2>&1 &
-  local spid=$!
-  PIDS+=("$spid")
-  local ok=1
-  # shellcheck disable=SC2046,SC2086
-  env $(dev_env "$dev") taskset -c "$TCPU" timeout "$RUN_TIMEOUT" "$BIN/$prog" client "$dir" "$dev" \
-    --cpu "$TCPU" $cargs >"$dir/client.log" 2>"$dir/client.err" || ok=0
-  grep '^result ' "$dir/client.log" | sed "s/\$/ $tag/" | tee -a "$RESULTS" | sed 's/^result /  /' || true
-  if [ $ok = 0 ]; then
-    echo "run_target.sh: $label client failed:" >&2
-    cat "$dir/client.err" "$dir/server.log" >&2 || true
-    kill "$spid" 2>/dev/null || true
-  fi
-  wait "$spid" 2>/dev/null || true
-}
+# run_pair LABEL PROGRAM DEVICE TAG "SERVER ARGS" "CLIENT ARGS": memory owner (server) on the
+# driver's cpu, initiator (client) on the target's; TAG (the queue depth of the rate tests, which
+# they do not print) is appended to every result line.
+run_pair() { bench_pair "$1" "$2" "$3" "$DCPU" "$TCPU" "$RUN_TIMEOUT" "$5" "$6" "$4" || true; }
 
-for dev in $DEVICES; do
-  echo "-- $dev: target (driver on cpu $DCPU, target on cpu $TCPU, busy polling)"
-  run_target "$dev"
-  if [ $HAVE_RDMA = 1 ]; then
-    echo "-- $dev: rdma layer (zc_rdma_bench), 4 KiB"
-    run_pair "zc-$dev" zc_rdma_bench "$dev" "qd=32" "--poll busy" \
-      "--poll busy --seconds $SECS --tests pingpong,read_lat,write_lat,read_bw,write_bw --sizes 4096 --qd 32"
-    run_pair "zc64-$dev" zc_rdma_bench "$dev" "qd=64" "--poll busy" \
-      "--poll busy --seconds $SECS --tests read_bw,write_bw --sizes 4096 --qd 64"
-    echo "-- $dev: raw UCP get / put+flush (zc_ucx_raw_bench), 4 KiB"
-    run_pair "raw-$dev" zc_ucx_raw_bench "$dev" "qd=32" "--max-seconds $RUN_TIMEOUT" \
-      "--seconds $SECS --sizes 4096 --qd 32"
-  fi
+for round in $(seq "$ROUNDS"); do
+  for dev in $DEVICES; do
+    echo "-- round $round/$ROUNDS, $dev: target (driver on cpu $DCPU, target on cpu $TCPU, busy polling)"
+    run_target "$dev"
+    if [ $HAVE_RDMA = 1 ]; then
+      echo "-- round $round/$ROUNDS, $dev: rdma layer (zc_rdma_bench), 4 KiB"
+      run_pair "zc-$dev-$round" zc_rdma_bench "$dev" "qd=32" "--poll busy" \
+        "--poll busy --seconds $SECS --tests pingpong,read_lat,write_lat,read_bw,write_bw --sizes 4096 --qd 32"
+      run_pair "zc64-$dev-$round" zc_rdma_bench "$dev" "qd=64" "--poll busy" \
+        "--poll busy --seconds $SECS --tests read_bw,write_bw --sizes 4096 --qd 64"
+      echo "-- round $round/$ROUNDS, $dev: raw UCP get / put+flush (zc_ucx_raw_bench), 4 KiB"
+      run_pair "raw-$dev-$round" zc_ucx_raw_bench "$dev" "qd=32" "--max-seconds $RUN_TIMEOUT" \
+        "--seconds $SECS --sizes 4096 --qd 32"
+    fi
+  done
 done
 
 bench_finish
@@ -111,11 +96,18 @@ bench_finish
 # ---- the table: one row per (transport, operation, depth), the raw transfer beside it.
 TABLE=$WORK/table.md
 awk -v devices="$DEVICES" -v table="$TABLE" '
+  # One line per measurement and round; keep the best round (lowest median where there is one
+  # (QD1), else highest rate), as bench/run_rdma.sh does.
   $1 == "result" {
     delete kv
     for (i = 2; i <= NF; ++i) { split($i, p, "="); kv[p[1]] = p[2] }
     k = kv["impl"] "|" kv["dev"] "|" kv["test"] "|" kv["qd"]
-    for (f in kv) val[k "|" f] = kv[f]
+    lower = ("median_us" in kv) && (kv["qd"] == 1 || !("ops_s" in kv) && !("iops" in kv))
+    m = lower ? kv["median_us"] + 0 : ("iops" in kv ? kv["iops"] : kv["ops_s"]) + 0
+    if (!(k in have) || (lower ? m < best[k] : m > best[k])) {
+      best[k] = m
+      for (f in kv) val[k "|" f] = kv[f]
+    }
     have[k] = 1
   }
   function get(impl, dev, test, qd, f,   k) {
@@ -183,6 +175,7 @@ SECTION=$WORK/section.md
   echo
   echo "- Command: \`scripts/dev.sh bench target\` (builds build/release, then \`bench/run.sh build/release target\` → \`$INVOCATION\`), ${ELAPSED} s in total"
   echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(bench_machine); load average $LOAD_START at start, $LOAD_END at end"
+  echo "- $ROUNDS rounds, each running the target and the rdma programs below once per transport; the table keeps each row's best round (lowest median at QD1 and for the rdma latencies, highest rate otherwise), as \`bench rdma\` does, because interference from other processes only slows a run down. The rdma columns come from the same programs, arguments and helper (\`bench_pair\` in bench/common.sh) as \`bench rdma\`'s rows."
   echo "- Processes (DEV = sm | tcp; tcp runs UCX_NET_DEVICES=lo; UCX_MM_ERROR_HANDLING=y, UCX_KEEPALIVE_INTERVAL=1s everywhere):"
   echo "  - target: \`taskset -c $TCPU timeout $RUN_TIMEOUT zcstore_target_rdma -d DEV --cpu $TCPU --listen-port PORT --poll-mode busy --block-size 4096 --block-count 4096\`"
   echo "  - driver: \`taskset -c $DCPU timeout $RUN_TIMEOUT zc_target_bench --port PORT --device DEV --cpu $DCPU --poll busy --seconds $SECS --qd $DEPTHS --size 4096\`: one session (query, init with 2 × 64 transactions, both rdma connections, start), then per IO type and depth a closed loop (each response resubmits its slot at the next block), 0.2 s warm-up, ${SECS} s measured; stop, shutdown"
