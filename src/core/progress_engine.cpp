@@ -140,6 +140,13 @@ size_t progress_engine::run_completions() {
 
 bool progress_engine::progress() {
   pass_time_valid_ = false;
+  coarse_valid_ = false;
+  // Cleared however the pass ends (a callback may throw): outside a pass no cached time is used.
+  struct pass_guard {
+    bool& in_pass;
+    explicit pass_guard(bool& flag) : in_pass(flag) { in_pass = true; }
+    ~pass_guard() { in_pass = false; }
+  } guard(in_pass_);
   size_t done = run_completions();
   // Index loop: a callback may attach or detach sources.
   for (size_t i = 0; i < sources_.size(); ++i) done += sources_[i]->poll();

@@ -86,6 +86,17 @@ class progress_engine {
     return pass_time_;
   }
 
+  // coarse_now(), read once per progress pass: every deadline set or checked inside one pass
+  // (pollers, completion callbacks) shares one read; outside a pass it reads the clock.
+  steady_clock::time_point coarse_time() noexcept {
+    if (!in_pass_) return coarse_now();
+    if (!coarse_valid_) {
+      coarse_ = coarse_now();
+      coarse_valid_ = true;
+    }
+    return coarse_;
+  }
+
   uint64_t hits() const noexcept { return hits_; }
   uint64_t misses() const noexcept { return misses_; }
   poll_mode mode() const noexcept { return mode_; }
@@ -131,6 +142,9 @@ class progress_engine {
   steady_clock::time_point last_hit_{};
   steady_clock::time_point pass_time_{};
   bool pass_time_valid_ = false;
+  steady_clock::time_point coarse_{};
+  bool coarse_valid_ = false;
+  bool in_pass_ = false;  // inside progress()
   std::chrono::microseconds spin_window_{200};
   std::unordered_map<const void*, std::shared_ptr<void>> shared_;
 };

@@ -94,7 +94,7 @@ size_t context::poll() {
   if (ep_ == nullptr) return done;
   const bool watching = peer_process_.watching();
   if (!watching && sends_.empty() && ops_.empty() && arrived_.empty()) return done;
-  const auto now = core::coarse_now();
+  const auto now = engine().coarse_time();
   if (watching && now >= next_liveness_check_) {
     next_liveness_check_ = now + liveness_period;
     if (peer_process_.exited()) {

@@ -161,6 +161,47 @@ TEST(progress_engine, sources_of_one_pass_share_its_time_and_the_next_pass_moves
   e.detach(b);
 }
 
+// The coarse clock lags the precise one by at most its resolution, on the same timeline.
+TEST(progress_engine, coarse_now_follows_steady_clock_within_its_resolution) {
+  ASSERT_GT(coarse_resolution(), steady_clock::duration::zero());
+  const auto coarse = coarse_now();
+  const auto precise = steady_clock::now();
+  EXPECT_LE(coarse, precise);
+  EXPECT_GE(coarse, precise - 2 * coarse_resolution());
+}
+
+// A source that notes the coarse time it sees, twice per poll.
+class coarse_timing_source : public event_source {
+ public:
+  explicit coarse_timing_source(progress_engine& e) : engine_(e) {}
+  size_t poll() override {
+    seen.push_back(engine_.coarse_time());
+    seen.push_back(engine_.coarse_time());
+    return 0;
+  }
+  std::vector<steady_clock::time_point> seen;
+
+ private:
+  progress_engine& engine_;
+};
+
+// Inside a pass the coarse time is read once; outside it is read afresh, never a stale copy.
+TEST(progress_engine, coarse_time_is_one_read_per_pass_and_fresh_outside_a_pass) {
+  progress_engine e(poll_mode::busy);
+  coarse_timing_source a(e);
+  e.attach(a);
+  e.progress();
+  ASSERT_EQ(a.seen.size(), 2u);
+  EXPECT_EQ(a.seen[0], a.seen[1]);
+  std::this_thread::sleep_for(3 * coarse_resolution());
+  const auto outside = e.coarse_time();
+  EXPECT_GT(outside, a.seen[0]);
+  e.progress();
+  ASSERT_EQ(a.seen.size(), 4u);
+  EXPECT_GE(a.seen[2], outside);
+  e.detach(a);
+}
+
 TEST(progress_engine, detached_source_is_not_polled) {
   progress_engine pe(poll_mode::busy);
   counting_source source;
