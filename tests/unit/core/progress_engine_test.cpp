@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -126,24 +127,26 @@ TEST(progress_engine, source_with_work_is_a_hit) {
   pe.detach(source);
 }
 
-// A source that notes the pass time it sees.
+// A source that notes the time `read` gives it, `reads` times per poll.
 class timing_source : public event_source {
  public:
-  explicit timing_source(progress_engine& e) : engine_(e) {}
+  explicit timing_source(std::function<steady_clock::time_point()> read, int reads = 1)
+      : read_(std::move(read)), reads_(reads) {}
   size_t poll() override {
-    seen.push_back(engine_.pass_time());
+    for (int i = 0; i < reads_; ++i) seen.push_back(read_());
     return 0;
   }
   std::vector<steady_clock::time_point> seen;
 
  private:
-  progress_engine& engine_;
+  std::function<steady_clock::time_point()> read_;
+  int reads_;
 };
 
 // Every source of one pass shares one clock read; the next pass reads the clock again.
 TEST(progress_engine, sources_of_one_pass_share_its_time_and_the_next_pass_moves_on) {
   progress_engine e(poll_mode::busy);
-  timing_source a(e), b(e);
+  timing_source a([&] { return e.pass_time(); }), b([&] { return e.pass_time(); });
   e.attach(a);
   e.attach(b);
   e.progress();
@@ -170,25 +173,10 @@ TEST(progress_engine, coarse_now_follows_steady_clock_within_its_resolution) {
   EXPECT_GE(coarse, precise - 2 * coarse_resolution());
 }
 
-// A source that notes the coarse time it sees, twice per poll.
-class coarse_timing_source : public event_source {
- public:
-  explicit coarse_timing_source(progress_engine& e) : engine_(e) {}
-  size_t poll() override {
-    seen.push_back(engine_.coarse_time());
-    seen.push_back(engine_.coarse_time());
-    return 0;
-  }
-  std::vector<steady_clock::time_point> seen;
-
- private:
-  progress_engine& engine_;
-};
-
 // Inside a pass the coarse time is read once; outside it is read afresh, never a stale copy.
 TEST(progress_engine, coarse_time_is_one_read_per_pass_and_fresh_outside_a_pass) {
   progress_engine e(poll_mode::busy);
-  coarse_timing_source a(e);
+  timing_source a([&] { return e.coarse_time(); }, 2);
   e.attach(a);
   e.progress();
   ASSERT_EQ(a.seen.size(), 2u);
