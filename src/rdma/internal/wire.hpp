@@ -60,7 +60,10 @@ struct wire_header {
 // the 100 bytes of shared memory's am_short, UCX's fastest path.
 inline constexpr size_t short_header_size = offsetof(wire_header, status);
 inline constexpr size_t full_header_size = sizeof(wire_header);
-static_assert(short_header_size == 28);
+// The layout docs/FORMATS.md §8 documents.
+static_assert(short_header_size == 28 && offsetof(wire_header, seq) == 16 &&
+              offsetof(wire_header, acked) == 20 && offsetof(wire_header, id) == 32 &&
+              offsetof(wire_header, export_key) == 40 && sizeof(wire_header) == 88);
 
 inline constexpr size_t header_size_for(op code) {
   switch (code) {
