@@ -145,7 +145,8 @@ class context final : public core::context {
 
   // Requester side (requester.cpp): tasks out, replies in.
   status check_submittable(task& t) const noexcept;
-  status post(task& t, size_t header_length, const void* data, size_t length) noexcept;
+  // Sends the task's header (as long as its op needs) and `data`; the owed ack rides along.
+  status post(task& t, const void* data, size_t length) noexcept;
   status post_send(task& t, internal::task_kind kind, const core::buffer& src, uint16_t flags,
                    uint32_t immediate) noexcept;
   status post_remote(task& t, internal::task_kind kind, internal::op code,

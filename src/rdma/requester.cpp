@@ -44,7 +44,7 @@ status context::check_submittable(task& t) const noexcept {
   return status::success;
 }
 
-status context::post(task& t, size_t header_length, const void* data, size_t length) noexcept {
+status context::post(task& t, const void* data, size_t length) noexcept {
   if (unsent_ >= max_unsent) return status::again;
   // The owed acknowledgement rides along, unless replies of this pass are still queued: one of
   // them may refuse an earlier send, and the acknowledgement must not overtake it.
@@ -54,7 +54,8 @@ status context::post(task& t, size_t header_length, const void* data, size_t len
   param.cb.send = &internal::context_hooks::on_send_complete;
   param.user_data = &t;
   ucs_status_ptr_t req =
-      ucp_am_send_nbx(ep_, internal::am_id, &t.header_, header_length, data, length, &param);
+      ucp_am_send_nbx(ep_, internal::am_id, &t.header_, internal::header_size_for(t.header_.code),
+                      data, length, &param);
   if (UCS_PTR_IS_ERR(req)) {
     if (carried) {  // it did not go out after all
       ack_pending_ = true;
@@ -95,8 +96,7 @@ status context::post_send(task& t, task_kind kind, const core::buffer& src, uint
   h.flags = flags;
   h.seq = static_cast<uint32_t>(next_send_seq_);
   h.immediate = immediate;
-  if (status s = post(t, internal::short_header_size, src.data(), src.data_length()); !ok(s))
-    return s;
+  if (status s = post(t, src.data(), src.data_length()); !ok(s)) return s;
   // Completion is the peer's acknowledgement (data delivered), and UCX letting go of the source.
   t.kind_ = kind;
   t.wire_id_ = next_send_seq_++;
@@ -151,8 +151,7 @@ status context::post_remote(task& t, task_kind kind, op code, const core::memory
   h.export_id = region.export_id;
   h.offset = remote_address - region.base;
   h.length = length;
-  if (status s = post(t, internal::full_header_size, data, code == op::write ? length : 0); !ok(s))
-    return s;
+  if (status s = post(t, data, code == op::write ? length : 0); !ok(s)) return s;
   t.generation_++;
   t.kind_ = kind;
   t.wire_id_ = id;

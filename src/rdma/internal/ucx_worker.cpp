@@ -352,7 +352,7 @@ void ucx_worker::say_goodbye(ucp_ep_h ep, uint32_t peer_slot, uint32_t peer_nonc
   param.cb.send = &on_goodbye_sent;
   param.user_data = r;
   ucs_status_ptr_t req =
-      ucp_am_send_nbx(ep, am_id, &r->header, short_header_size, nullptr, 0, &param);
+      ucp_am_send_nbx(ep, am_id, &r->header, header_size_for(op::disconnect), nullptr, 0, &param);
   if (req == nullptr || UCS_PTR_IS_ERR(req)) {
     release(r);
     return;
