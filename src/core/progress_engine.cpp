@@ -14,11 +14,17 @@
 
 namespace zc::core {
 
+namespace {
+steady_clock::duration from_timespec(const timespec& ts) {
+  return std::chrono::duration_cast<steady_clock::duration>(std::chrono::seconds(ts.tv_sec) +
+                                                            std::chrono::nanoseconds(ts.tv_nsec));
+}
+}  // namespace
+
 steady_clock::time_point coarse_now() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return steady_clock::time_point(std::chrono::duration_cast<steady_clock::duration>(
-      std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
+  return steady_clock::time_point(from_timespec(ts));
 }
 
 steady_clock::duration coarse_resolution() noexcept {
@@ -26,8 +32,7 @@ steady_clock::duration coarse_resolution() noexcept {
     timespec ts{};
     if (clock_getres(CLOCK_MONOTONIC_COARSE, &ts) != 0)
       return steady_clock::duration(std::chrono::milliseconds(10));
-    return std::chrono::duration_cast<steady_clock::duration>(std::chrono::seconds(ts.tv_sec) +
-                                                              std::chrono::nanoseconds(ts.tv_nsec));
+    return from_timespec(ts);
   }();
   return resolution;
 }
