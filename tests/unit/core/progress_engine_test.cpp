@@ -127,13 +127,17 @@ TEST(progress_engine, source_with_work_is_a_hit) {
   pe.detach(source);
 }
 
-// A source that notes the time `read` gives it, `reads` times per poll.
+// A source that notes the time `read` gives it, `reads` times per poll, `gap` apart.
 class timing_source : public event_source {
  public:
-  explicit timing_source(std::function<steady_clock::time_point()> read, int reads = 1)
-      : read_(std::move(read)), reads_(reads) {}
+  explicit timing_source(std::function<steady_clock::time_point()> read, int reads = 1,
+                         steady_clock::duration gap = {})
+      : read_(std::move(read)), reads_(reads), gap_(gap) {}
   size_t poll() override {
-    for (int i = 0; i < reads_; ++i) seen.push_back(read_());
+    for (int i = 0; i < reads_; ++i) {
+      if (i > 0) std::this_thread::sleep_for(gap_);
+      seen.push_back(read_());
+    }
     return 0;
   }
   std::vector<steady_clock::time_point> seen;
@@ -141,6 +145,7 @@ class timing_source : public event_source {
  private:
   std::function<steady_clock::time_point()> read_;
   int reads_;
+  steady_clock::duration gap_;
 };
 
 // Every source of one pass shares one clock read; the next pass reads the clock again.
@@ -176,11 +181,13 @@ TEST(progress_engine, coarse_now_follows_steady_clock_within_its_resolution) {
 // Inside a pass the coarse time is read once; outside it is read afresh, never a stale copy.
 TEST(progress_engine, coarse_time_is_one_read_per_pass_and_fresh_outside_a_pass) {
   progress_engine e(poll_mode::busy);
-  timing_source a([&] { return e.coarse_time(); }, 2);
+  // Two reads three clock ticks apart: a fresh read would differ, the pass's one does not.
+  timing_source a([&] { return e.coarse_time(); }, 2, 3 * coarse_resolution());
   e.attach(a);
   e.progress();
   ASSERT_EQ(a.seen.size(), 2u);
   EXPECT_EQ(a.seen[0], a.seen[1]);
+  EXPECT_GE(coarse_now(), a.seen[0] + 2 * coarse_resolution());
   std::this_thread::sleep_for(3 * coarse_resolution());
   const auto outside = e.coarse_time();
   EXPECT_GT(outside, a.seen[0]);
