@@ -15,8 +15,17 @@ constexpr uint32_t max_workers = 1024;
 // The flag that ties the service and the initiator together: the launcher owns it.
 constexpr std::string_view channel_flag = "--command-channel-name";
 
+// core::poll_mode as the programs' --poll-mode spells it.
 std::string poll_mode_name(core::poll_mode mode) {
-  return poll_mode_text(static_cast<int>(mode));
+  switch (mode) {
+    case core::poll_mode::busy:
+      return "busy";
+    case core::poll_mode::event:
+      return "event";
+    case core::poll_mode::adaptive:
+      break;
+  }
+  return "adaptive";
 }
 
 // Adds "flag value" unless the initiator's own words after "--" set it.
@@ -91,18 +100,6 @@ parse_result parse_zero_copy_options(const std::vector<std::string>& words) {
   }
   if (auto code = cli.check_device(out.device)) result.exit_code = code;
   return result;
-}
-
-std::string poll_mode_text(int mode) {
-  switch (static_cast<core::poll_mode>(mode)) {
-    case core::poll_mode::busy:
-      return "busy";
-    case core::poll_mode::event:
-      return "event";
-    case core::poll_mode::adaptive:
-      break;
-  }
-  return "adaptive";
 }
 
 void add_log_levels(std::vector<std::string>& argv, const zero_copy_options& options,
@@ -204,9 +201,8 @@ void add_shared_options(CLI::App& app, zero_copy_options& out, const std::string
 std::optional<int> parse_own_words(core::cli& cli, const std::vector<std::string>& words,
                                    std::vector<std::string>::const_iterator split,
                                    zero_copy_options& out) {
-  std::vector<std::string> own(words.begin(), split);
   std::vector<const char*> argv{program_name};
-  for (const auto& w : own) argv.push_back(w.c_str());
+  for (auto w = words.begin(); w != split; ++w) argv.push_back(w->c_str());
   if (auto code = cli.parse(static_cast<int>(argv.size()), argv.data())) return code;
   out.poll_mode = poll_mode_name(cli.polling());
   for (auto [flag, slot] :
