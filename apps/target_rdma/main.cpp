@@ -5,9 +5,9 @@
 #include "core/log.hpp"
 #include "core/thread.hpp"
 #include "storage/tcp_control_channel.hpp"
+#include "target/session.hpp"
+#include "target/storage.hpp"
 #include "target_config.hpp"
-#include "target_session.hpp"
-#include "target_storage.hpp"
 
 int main(int argc, char** argv) {
   using namespace zc;

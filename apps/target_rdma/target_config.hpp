@@ -8,22 +8,16 @@
 #include <vector>
 
 #include "core/progress_engine.hpp"
+#include "target/session.hpp"
+#include "target/storage.hpp"
 
 namespace zc::target {
 
 inline constexpr const char* program_name = "zcstore_target_rdma";
 
-struct target_config {
-  std::string device = "auto";
-  std::vector<uint32_t> cpus;
+// The library's two option sets (src/target/) plus what only the program has.
+struct target_config : service_options, storage_options {
   uint16_t listen_port = 0;
-  std::string binary_content;
-  std::string backing_file;  // empty: the blocks live in memory only
-  uint32_t block_count = 128;
-  uint32_t block_size = 4096;
-  // On the command line (or in the JSON file): an existing backing file must then match exactly.
-  bool block_count_given = false;
-  core::poll_mode poll_mode = core::poll_mode::adaptive;
 };
 
 // Parses and checks argv. Returns an exit status when the program must stop now (help, version,

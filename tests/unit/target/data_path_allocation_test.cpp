@@ -22,8 +22,8 @@
 #include "storage/control_message.hpp"
 #include "storage/io_message.hpp"
 #include "support/allocation_counter.hpp"
-#include "target_storage.hpp"
-#include "target_worker.hpp"
+#include "target/storage.hpp"
+#include "target/worker.hpp"
 
 namespace zc::target {
 namespace {

@@ -1,6 +1,6 @@
 // target_flusher on its own: every request is answered with its token and the sync's result, on
 // the flusher's thread, and requests still queued when it is destroyed are answered first.
-#include "target_flusher.hpp"
+#include "target/flusher.hpp"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -52,7 +52,7 @@ class backing_file {
     std::filesystem::remove_all(dir_, ec);
   }
   std::unique_ptr<target_storage> open() {
-    target_config config;
+    storage_options config;
     config.backing_file = (dir_ / "store").string();
     config.block_size = 4096;
     config.block_count = 8;

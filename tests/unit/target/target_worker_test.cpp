@@ -1,6 +1,6 @@
 // target_worker on its own, without a target process: what the control thread's bounded waits
 // leave behind when they give up.
-#include "target_worker.hpp"
+#include "target/worker.hpp"
 
 #include <gtest/gtest.h>
 

@@ -8,23 +8,31 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/device.hpp"
 #include "core/memory_map.hpp"
+#include "core/progress_engine.hpp"
 #include "storage/control_channel.hpp"
-#include "target_config.hpp"
-#include "target_storage.hpp"
-#include "target_worker.hpp"
+#include "target/storage.hpp"
+#include "target/worker.hpp"
 
 namespace zc::target {
+
+// How the target serves its sessions (zcstore_target_rdma's flags).
+struct service_options {
+  std::string device = "auto";
+  std::vector<uint32_t> cpus;  // worker i runs on cpus[i]
+  core::poll_mode poll_mode = core::poll_mode::adaptive;
+};
 
 // Largest transaction count a service may ask for, per worker.
 inline constexpr uint32_t max_transactions = 65536;
 
 class target_service {
  public:
-  target_service(const target_config& config, target_storage& storage, uint32_t block_size);
+  target_service(const service_options& config, target_storage& storage, uint32_t block_size);
   ~target_service();
 
   // Serves sessions until one ends with shutdown_request or a stop is requested (Ctrl-C).
@@ -44,7 +52,7 @@ class target_service {
   void stop_workers();
   void teardown();
 
-  const target_config& config_;
+  const service_options config_;
   core::device device_;
   target_storage& storage_;
   uint32_t block_size_;

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/status.hpp"
-#include "target_storage.hpp"
+#include "target/storage.hpp"
 
 namespace zc::target {
 

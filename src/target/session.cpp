@@ -1,4 +1,4 @@
-#include "target_session.hpp"
+#include "target/session.hpp"
 
 #include <fmt/format.h>
 
@@ -29,7 +29,7 @@ message_type expected_request(int stage) {
 
 }  // namespace
 
-target_service::target_service(const target_config& config, target_storage& storage,
+target_service::target_service(const service_options& config, target_storage& storage,
                                uint32_t block_size)
     : config_(config),
       device_(core::device::open(config.device)),

@@ -1,4 +1,4 @@
-#include "target_flusher.hpp"
+#include "target/flusher.hpp"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-#include "target_storage.hpp"
+#include "target/storage.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -33,7 +33,7 @@ void sync_directory_of(const std::string& path) {
 }
 
 // The block count an existing backing file of `size` bytes holds (the rules of open()).
-uint32_t block_count_of(const target_config& config, uint64_t size) {
+uint32_t block_count_of(const storage_options& config, uint64_t size) {
   const uint64_t block = config.block_size;
   if (config.block_count_given) {
     const uint64_t want = block * config.block_count;
@@ -61,7 +61,7 @@ std::unique_ptr<target_storage> target_storage::in_memory(uint64_t capacity) {
   return s;
 }
 
-std::unique_ptr<target_storage> target_storage::open(target_config& config) {
+std::unique_ptr<target_storage> target_storage::open(storage_options& config) {
   const std::string& path = config.backing_file;
   storage::unique_fd fd;
   bool created = false;

@@ -21,7 +21,7 @@
 #include "core/engine_thread.hpp"
 #include "core/memory_map.hpp"
 #include "storage/control_message.hpp"
-#include "target_storage.hpp"
+#include "target/storage.hpp"
 
 namespace zc::target {
 

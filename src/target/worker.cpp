@@ -1,4 +1,4 @@
-#include "target_worker.hpp"
+#include "target/worker.hpp"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include "core/log.hpp"
 #include "rdma/context.hpp"
 #include "storage/io_message.hpp"
-#include "target_flusher.hpp"
+#include "target/flusher.hpp"
 
 namespace zc::target {
 

@@ -12,9 +12,18 @@
 #include "core/memory_map.hpp"
 #include "core/status.hpp"
 #include "storage/unique_fd.hpp"
-#include "target_config.hpp"
 
 namespace zc::target {
+
+// Where the blocks live and what they start with (zcstore_target_rdma's storage flags).
+struct storage_options {
+  std::string binary_content;
+  std::string backing_file;  // empty: the blocks live in memory only
+  uint32_t block_count = 128;
+  uint32_t block_size = 4096;
+  // On the command line (or in the JSON file): an existing backing file must then match exactly.
+  bool block_count_given = false;
+};
 
 class target_storage {
  public:
@@ -29,7 +38,7 @@ class target_storage {
   // (flock): a second target on the same file is refused, and its blocks are allocated
   // (posix_fallocate), so that a full file system fails here rather than as a SIGBUS on a write.
   // Throws status_error with one line that names the file.
-  static std::unique_ptr<target_storage> open(target_config& config);
+  static std::unique_ptr<target_storage> open(storage_options& config);
 
   ~target_storage();
   target_storage(const target_storage&) = delete;
