@@ -42,6 +42,8 @@ class engine_thread {
       ready.set_value();
       loop();
       run_jobs();  // late jobs (typically destruction of objects) still run
+      // Under mutex_, so no other thread is inside notify() when the engine goes away.
+      std::lock_guard lock(mutex_);
       engine_ = nullptr;
     });
     try {
@@ -53,8 +55,12 @@ class engine_thread {
   }
 
   ~engine_thread() {
-    stopping_.store(true, std::memory_order_release);
-    if (engine_ != nullptr) engine_->notify();
+    {
+      // engine_ is read under the lock that the thread takes to clear it on its way out.
+      std::lock_guard lock(mutex_);
+      stopping_.store(true, std::memory_order_release);
+      if (engine_ != nullptr) engine_->notify();
+    }
     thread_.join();
   }
 
@@ -123,12 +129,10 @@ class engine_thread {
   };
 
   void enqueue(job j) {
-    {
-      std::lock_guard lock(mutex_);
-      jobs_.push_back(std::move(j));
-      jobs_pending_.store(true, std::memory_order_release);
-    }
-    engine_->notify();
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(std::move(j));
+    jobs_pending_.store(true, std::memory_order_release);
+    if (engine_ != nullptr) engine_->notify();
   }
 
   // Every pass of a busy worker comes here: with no job queued it costs one atomic load, no lock
@@ -167,7 +171,7 @@ class engine_thread {
   }
 
   std::thread thread_;
-  progress_engine* engine_ = nullptr;
+  progress_engine* engine_ = nullptr;  // set before the constructor returns; cleared under mutex_
   std::mutex mutex_;
   std::vector<job> jobs_;                  // queued by call(), under mutex_
   std::vector<job> running_;               // the engine thread's: swapped with jobs_ to run them
