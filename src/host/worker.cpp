@@ -162,14 +162,15 @@ size_t io_queue::poll() {
         if (!s.busy || s.answered) continue;
         if (s.deadline <= now) {
           // As an rdma connection whose retries ran out: the service may still act on this IO
-          // (and on every other in flight), so none of them can be handed back as if it were
-          // over while the queue goes on. The queue fails: every IO completes with time_out,
-          // those still waiting for a buffer are never sent, and nothing more is accepted.
+          // (and on every other in flight), so the queue gives up on the service: nothing more
+          // is accepted, and those still waiting for a buffer are never sent. The IOs it has
+          // are not handed back while a transfer into or out of their memory may still happen:
+          // each completes with the service's answer, or once the connection is gone.
           ZC_LOG_ERROR(
               "the IO at storage offset {:#x} got no response in {} ms: giving up on "
-              "the service",
+              "the service; its IOs complete when it answers them or goes away",
               s.request.storage_offset, options_.io_timeout.count());
-          fail_all(status::time_out);
+          give_up(status::time_out);
           return done + 1;
         }
         if (s.deadline < next_check_) next_check_ = s.deadline;
@@ -240,7 +241,8 @@ void io_queue::on_receive_failed(comch::consumer_post_recv_task& t) {
 void io_queue::repost(comch::consumer_post_recv_task& t) noexcept {
   core::buffer& b = t.buf();
   (void)b.set_data(b.head(), 0);
-  if (stopping_ || failure_ != status::success) return;
+  // Also after give_up(): the answers to the IOs still held must be able to arrive.
+  if (stopping_) return;
   if (status r = consumer_->submit(t); !ok(r)) {
     ZC_LOG_ERROR("cannot post a response buffer again: {}", status_name(r));
     fail_all(r);
@@ -261,15 +263,24 @@ void io_queue::finish_if_done(uint32_t index) noexcept {
   if (options_.on_complete) options_.on_complete(index, s.result);
 }
 
-// Every IO in flight completes with `why`; one still waiting for a buffer never went out.
-void io_queue::fail_all(status why) noexcept {
+// The queue stops taking IOs; those still waiting for a buffer never went out and complete with
+// `why` now. IOs the service has stay in flight (see poll()).
+void io_queue::give_up(status why) noexcept {
   if (failure_ == status::success) failure_ = why;
   while (backlog_count_ != 0) {
-    slot& s = slots_[backlog_[backlog_head_]];
+    const uint32_t index = backlog_[backlog_head_];
     backlog_head_ = (backlog_head_ + 1) % backlog_.size();
     --backlog_count_;
-    s.sent = true;  // never went out: nothing references it
+    slots_[index].sent = true;  // never went out: nothing references it
+    answer(slots_[index], why);
+    finish_if_done(index);
   }
+}
+
+// The connection to the service is gone (or this side stops): nothing can reach the IOs' memory
+// through it any more, so every IO in flight completes with `why`.
+void io_queue::fail_all(status why) noexcept {
+  give_up(why);
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     if (!slots_[i].busy) continue;
     answer(slots_[i], why);

@@ -47,8 +47,9 @@ inline std::chrono::milliseconds io_timeout_for(std::chrono::milliseconds contro
 
 struct queue_options {
   uint32_t slots = 64;  // IOs in flight at most; the consumer posts twice as many buffers
-  // An IO with no response by then fails with time_out (a service that neither answers nor goes
-  // away). Its slot stays taken until the send that carried it has completed.
+  // An IO with no response by then makes the queue give up on the service (failure() is
+  // time_out, nothing more is accepted); the IOs the service has complete only with its answer or
+  // once the connection is gone, never while a transfer into their memory may still happen.
   std::chrono::milliseconds io_timeout{10000};
   // Runs on the engine thread when slot `slot` is done: success, the service's or target's
   // result, or this side's failure (time_out, connection_reset, unexpected for a malformed
@@ -117,6 +118,7 @@ class io_queue final : public core::event_source {
   void repost(comch::consumer_post_recv_task& t) noexcept;
   void answer(slot& s, status result) noexcept;
   void finish_if_done(uint32_t index) noexcept;
+  void give_up(status why) noexcept;
   void fail_all(status why) noexcept;
   status push(uint32_t index) noexcept;
 

@@ -153,19 +153,28 @@ TEST_F(host_fixture, a_response_that_changed_the_offsets_fails_the_io) {
   EXPECT_EQ(done.snapshot()[0].second, status::unexpected);
 }
 
-TEST_F(host_fixture, an_unanswered_io_fails_the_queue_with_time_out) {
+TEST_F(host_fixture, an_unanswered_io_gives_up_on_the_service_but_keeps_its_ios_until_it_goes) {
   // The service may still act on an IO it never answered, and on every other one in flight: past
-  // the deadline none of them is handed back as over while the queue goes on.
+  // the deadline the queue takes nothing more, but none of them is handed back (its memory
+  // reused) while the service may still move data into or out of it. Once the service is gone,
+  // they all complete with a failure.
   auto s = open(1, 4, 300ms);
   service.answer_with([](storage::io_message_view&) { return false; });
   ASSERT_EQ(submit(*s, 0, 3), status::success);
   ASSERT_EQ(submit(*s, 0, 1), status::success);
-  ASSERT_TRUE(done.wait_for_count(2));
-  for (auto& [slot, st] : done.snapshot()) EXPECT_EQ(st, status::time_out);
-  service.answer_with(nullptr);
-  EXPECT_EQ(submit(*s, 0, 3), status::bad_state);
   auto& w = *s->workers()[0];
-  EXPECT_EQ(w.thread().call([q = w.queue()] { return q->failure(); }), status::time_out);
+  ASSERT_TRUE(w.thread().wait_until([q = w.queue()] { return q->failure() == status::time_out; },
+                                    wait_limit));
+  EXPECT_EQ(submit(*s, 0, 2), status::bad_state);
+  EXPECT_TRUE(done.snapshot().empty());
+  EXPECT_EQ(w.thread().call([q = w.queue()] { return q->in_flight(); }), 2u);
+  service.disconnect();
+  status watched = status::success;
+  for (auto deadline = std::chrono::steady_clock::now() + wait_limit;
+       ok(watched) && std::chrono::steady_clock::now() < deadline;)
+    watched = s->watch(100ms);
+  ASSERT_TRUE(done.wait_for_count(2));
+  for (auto& [slot, st] : done.snapshot()) EXPECT_NE(st, status::success);
 }
 
 TEST_F(host_fixture, a_vanished_service_fails_the_ios_in_flight_and_the_session) {
