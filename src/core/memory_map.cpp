@@ -237,6 +237,11 @@ std::vector<uint8_t> memory_map::export_rdma() {
   return frame_blob(blob_kind::rdma_memory, payload);
 }
 
+bool memory_map::rdma_export_drained() const noexcept {
+  return export_slot_ == 0 &&
+         (!export_owner_ || export_owner_->undrained.load(std::memory_order_acquire) == 0);
+}
+
 void memory_map::withdraw_rdma_export() noexcept {
   if (export_slot_ == 0) return;
   export_table::remove(export_slot_);

@@ -82,6 +82,10 @@ class memory_map {
   // export with a new id and key.
   void withdraw_rdma_export() noexcept;
   bool rdma_exported() const noexcept { return export_slot_ != 0; }
+  // No RDMA export of this map is live or still claimed by a transfer: once withdrawn, true when
+  // the last transfer that held it has finished, so no peer can reach the memory any more (a
+  // fence). Any thread.
+  bool rdma_export_drained() const noexcept;
 
   bool is_remote() const noexcept { return remote_.export_id != 0; }
   // Local maps: this process's address. Remote maps: the exporter's address (not dereferenceable).

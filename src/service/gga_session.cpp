@@ -171,7 +171,7 @@ message gga_session::on_stop(const message& request) {
   } catch (...) {
     failure = std::current_exception();
   }
-  workers_.stop();
+  stop_workers();
   workers_.close_comch();
   if (failure) std::rethrow_exception(failure);
   if (error) return *error;
@@ -239,7 +239,15 @@ void gga_session::abort(const std::string& why) noexcept {
   targets_.shutdown_all(last_correlation_id_);
 }
 
+// The targets reach only the session's chunks (region_), never the host's pages: the fence is
+// the chunks' export withdrawn and drained, and every rdma context stopped.
+void gga_session::stop_workers() noexcept {
+  if (region_) region_->withdraw_rdma_export();
+  workers_.stop([this] { return !region_ || region_->rdma_export_drained(); });
+}
+
 void gga_session::teardown() noexcept {
+  if (workers_.started()) stop_workers();
   workers_.clear();
   if (region_) region_->withdraw_rdma_export();
   region_.reset();

@@ -77,6 +77,7 @@ class gga_session final : public request_handler {
   // and degrades the session for each; throws session_lost when that is not possible.
   void notice_lost_targets();
   void degrade(size_t target, const std::string& why);
+  void stop_workers() noexcept;
   void teardown() noexcept;
 
   gga_options options_;

@@ -998,14 +998,6 @@ void gga_worker::start_data_path(uint32_t host_consumer_id) {
   host_.start_data_path(host_consumer_id);
 }
 
-void gga_worker::drain() {
-  host_.drain();
-}
-
-void gga_worker::stop() {
-  host_.stop();
-}
-
 void gga_worker::close_comch() {
   host_.close_comch();
 }
@@ -1026,5 +1018,7 @@ void gga_worker::lose_target(uint32_t target) {
 gga_worker_stats gga_worker::stats() {
   return host_.call([](io_path& io) { return io.stats(); });
 }
+
+template class worker_host<gga_worker::io_path>;
 
 }  // namespace zc::service

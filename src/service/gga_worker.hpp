@@ -55,6 +55,8 @@ struct gga_worker_config {
 using gga_worker_limits = worker_limits;
 
 class gga_worker {
+  class io_path;  // the engine-thread half, private
+
  public:
   // transactions: N (1..max_worker_transactions); the maps in config must outlive the worker.
   // Builds and starts the comch consumer before returning (the pairing rule). Throws status_error.
@@ -70,8 +72,8 @@ class gga_worker {
   void connect(uint32_t target, storage::rdma_role role, std::span<const uint8_t> peer_blob);
   bool ready();
   void start_data_path(uint32_t host_consumer_id);
-  void drain();
-  void stop();
+  // The bounded stop steps, which session_workers takes on every worker at once.
+  worker_host<io_path>& steps() noexcept { return host_; }
   void close_comch();
   gga_worker_stats stats();
   // Two targets or more lost: no block can be read any more (one lost is served degraded).
@@ -83,10 +85,11 @@ class gga_worker {
   void lose_target(uint32_t target);
 
  private:
-  class io_path;
-
   uint32_t cpu_;
   worker_host<io_path> host_;
 };
+
+// Instantiated in the .cpp, where io_path is complete.
+extern template class worker_host<gga_worker::io_path>;
 
 }  // namespace zc::service

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -59,23 +60,78 @@ class session_workers {
     for (size_t i = 0; i < workers_.size(); ++i) workers_[i]->start_data_path(ids[i]);
     started_ = true;
   }
-  // Every worker stops taking IOs and lets those in flight finish (each bounded).
+  // Every worker stops taking IOs; then one wait, bounded by the drain limit, for all of them to
+  // answer what they have in flight. It ends early once a target is lost: a target that failed
+  // can never answer, and its IOs are answered after the fence instead.
   void drain() noexcept {
-    for_each_worker(workers_, [](Worker& w) { w.drain(); });
+    if (workers_.empty()) return;
+    for_each_worker(workers_, [](Worker& w) { w.steps().begin_drain(); });
+    const auto deadline = core::steady_clock::now() + workers_.front()->steps().drain_limit();
+    std::vector<const Worker*> all;
+    for (auto& w : workers_) all.push_back(w.get());
+    auto lost = [all] {
+      for (const Worker* w : all)
+        if (w->rdma_lost()) return true;
+      return false;
+    };
+    for_each_worker(workers_, [&](Worker& w) {
+      if (!w.steps().wait_drained(deadline, lost) && !lost())
+        ZC_LOG_ERROR("worker on cpu {}: IOs still in flight after the drain limit", w.cpu());
+    });
   }
-  // Stops every worker, once, and keeps its stats and errors.
-  void stop() noexcept {
+  // Stops every worker, once: drain(), then the fence — every rdma context stops and
+  // `memory_fenced()` (the host's pages are out of every transfer's reach) holds, within one
+  // drain limit — and only then are the IOs a target never answered answered with
+  // connection_reset. A fence that does not complete ends the process (end_process_unfenced).
+  // Keeps each worker's stats and errors.
+  template <typename MemoryFenced>
+  void stop(MemoryFenced memory_fenced) noexcept {
     if (workers_.empty() || stopped_) return;
     stopped_ = true;
-    errors_ += stop_and_collect(workers_, stats_);
+    drain();
+    for_each_worker(workers_, [](Worker& w) { w.steps().begin_fence(); });
+    const auto deadline =
+        core::steady_clock::now() + workers_.front()->steps().drain_limit() + fence_allowance;
+    bool fenced = true;
+    for_each_worker(workers_, [&](Worker& w) {
+      if (!w.steps().wait_fenced(deadline)) {
+        ZC_LOG_ERROR("worker on cpu {}: rdma connections not stopped in time", w.cpu());
+        fenced = false;
+      }
+    });
+    while (fenced && !memory_fenced()) {
+      if (core::steady_clock::now() >= deadline) {
+        fenced = false;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!fenced) end_process_unfenced("a target's transfers could not be fenced off the host");
+    for_each_worker(workers_,
+                    [&](Worker& w) { w.steps().answer_held(status::connection_reset, deadline); });
+    stats_.clear();
+    for (auto& w : workers_) {
+      Stats s{};
+      try {
+        s = w->stats();
+      } catch (const std::exception& e) {
+        ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
+        s.cpu = w->cpu();
+        s.errors = 1;
+      }
+      errors_ += s.errors;
+      if (s.errors != 0)
+        ZC_LOG_ERROR("worker on cpu {}: {} operations, {} errors", s.cpu, s.operations, s.errors);
+      stats_.push_back(s);
+    }
   }
   // The host sees the workers' consumers expire.
   void close_comch() noexcept {
     for_each_worker(workers_, [](Worker& w) { w.close_comch(); });
   }
-  // stop() when started, close_comch(), then the workers are gone; their stats stay.
+  // close_comch(), then the workers are gone; their stats stay. Call stop() first when
+  // started(): clear() cannot fence.
   void clear() noexcept {
-    if (started_) stop();
     started_ = false;
     close_comch();
     workers_.clear();
@@ -91,6 +147,9 @@ class session_workers {
   bool started_ = false;
   bool stopped_ = false;
   uint64_t errors_ = 0;
+  // What the fence may take beyond the drain limit: an rdma stop that says goodbye and closes its
+  // endpoint (bounded in the rdma layer well below this).
+  static constexpr std::chrono::milliseconds fence_allowance{2000};
 };
 
 }  // namespace zc::service

@@ -1,21 +1,26 @@
 // The control thread's side of a service worker (zero-copy, gga): the worker's engine thread, the
 // engine-thread half it owns (IoPath), and the bounded steps every service takes with it at
-// start and stop: readiness, start serving, drain the IOs in flight, stop the rdma contexts,
-// close the comch producer and consumer. IoPath provides ready(), start_serving(consumer),
-// stop_serving(), in_flight(), stop_rdma(), rdma_stopped(), stop_comch(), comch_stopped() and
-// rdma_lost() (the last one from any thread); the rest runs on the engine thread.
+// start and stop: readiness, start serving, drain the IOs in flight, fence (stop the rdma
+// contexts), answer what the target never answered, close the comch producer and consumer.
+// IoPath provides ready(), start_serving(consumer), stop_serving(), in_flight(), stop_rdma(),
+// rdma_stopped(), stop_comch(), comch_stopped(), optionally answer_held(status), and rdma_lost()
+// (the last one from any thread); the rest runs on the engine thread.
 // Thread rules: every method from the control thread; instantiated where IoPath is complete.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "core/engine_owned.hpp"
 #include "core/engine_thread.hpp"
 #include "core/log.hpp"
+#include "core/status.hpp"
 
 namespace zc::service {
 
@@ -23,6 +28,9 @@ namespace zc::service {
 struct worker_limits {
   std::chrono::milliseconds command{10000};  // building, connecting, each command
   std::chrono::milliseconds drain{5000};     // at stop: IOs in flight, then the contexts
+  // A relayed IO's deadline at the target and the rdma task timeout: one timeout model, the
+  // control timeout (a host's IO deadline is twice it, host::io_timeout_for).
+  std::chrono::milliseconds io{5000};
 };
 
 template <typename IoPath>
@@ -49,24 +57,19 @@ class worker_host {
   void start_data_path(uint32_t host_consumer_id) {
     call([host_consumer_id](IoPath& io) { io.start_serving(host_consumer_id); });
   }
-  // Stops taking IOs from the host and lets those in flight finish (bounded).
-  void drain() {
-    if (drained_) return;
-    drained_ = true;
-    call([](IoPath& io) { io.stop_serving(); });
-    IoPath* io = io_.get();
-    if (!thread_.wait_until([io] { return io->in_flight() == 0; }, limits_.drain))
-      ZC_LOG_ERROR("worker {}: IOs still in flight after {} ms", cpu_, limits_.drain.count());
-  }
-  // drain(), then stops the rdma contexts (bounded).
-  void stop() {
-    drain();
-    call([](IoPath& io) { io.stop_rdma(); });
-    IoPath* io = io_.get();
-    if (!thread_.wait_until([io] { return io->rdma_stopped(); }, limits_.drain))
-      ZC_LOG_ERROR("worker {}: rdma connections not stopped after {} ms", cpu_,
-                   limits_.drain.count());
-  }
+  // The steps below begin on every worker of a session before any is waited for, so a session
+  // waits once for all of them (session_workers), never worker by worker.
+  // Stops taking IOs from the host; requests that still arrive are answered, not relayed.
+  void begin_drain();
+  // Until `deadline`: the IOs in flight were answered, or `give_up()` holds (a lost target can
+  // never answer them). give_up runs on the engine thread: it must read only atomics.
+  bool wait_drained(core::steady_clock::time_point deadline, std::function<bool()> give_up);
+  // Fences the target out of the host's memory: the rdma contexts stop.
+  void begin_fence();
+  bool wait_fenced(core::steady_clock::time_point deadline);
+  // Once fenced: the IOs the target never answered are answered with `why`, and waited for.
+  void answer_held(status why, core::steady_clock::time_point deadline);
+  std::chrono::milliseconds drain_limit() const noexcept { return limits_.drain; }
   // Stops the comch producer and consumer (the host sees the consumer expire), bounded.
   void close_comch() {
     call([](IoPath& io) { io.stop_comch(); });
@@ -76,6 +79,11 @@ class worker_host {
                    limits_.drain.count());
   }
   bool rdma_lost() const noexcept { return io_ && io_->rdma_lost(); }
+  static std::chrono::milliseconds remaining(core::steady_clock::time_point deadline) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - core::steady_clock::now());
+    return std::max(left, std::chrono::milliseconds(1));
+  }
   // For what IoPath publishes to any thread (atomics); null before build().
   const IoPath* io() const noexcept { return io_.get(); }
 
@@ -87,6 +95,50 @@ class worker_host {
   // Declared after thread_: destroyed first, by a job on thread_, which thread_'s join waits for.
   core::engine_owned<IoPath> io_;
 };
+
+// Out of the class and not inline, so that `extern template` keeps their instantiation in the
+// worker's .cpp, where IoPath is complete.
+template <typename IoPath>
+void worker_host<IoPath>::begin_drain() {
+  if (drained_) return;
+  drained_ = true;
+  call([](IoPath& io) { io.stop_serving(); });
+}
+
+template <typename IoPath>
+bool worker_host<IoPath>::wait_drained(core::steady_clock::time_point deadline,
+                                       std::function<bool()> give_up) {
+  IoPath* io = io_.get();
+  return thread_.wait_until(
+      [io, give_up = std::move(give_up)] { return io->in_flight() == 0 || give_up(); },
+      remaining(deadline));
+}
+
+template <typename IoPath>
+void worker_host<IoPath>::begin_fence() {
+  call([](IoPath& io) { io.stop_rdma(); });
+}
+
+template <typename IoPath>
+bool worker_host<IoPath>::wait_fenced(core::steady_clock::time_point deadline) {
+  IoPath* io = io_.get();
+  return thread_.wait_until([io] { return io->rdma_stopped(); }, remaining(deadline));
+}
+
+template <typename IoPath>
+void worker_host<IoPath>::answer_held(status why, core::steady_clock::time_point deadline) {
+  if constexpr (requires(IoPath & io) { io.answer_held(why); })
+    call([why](IoPath& io) { io.answer_held(why); });
+  IoPath* io = io_.get();
+  if (!thread_.wait_until([io] { return io->in_flight() == 0; }, remaining(deadline)))
+    ZC_LOG_ERROR("worker {}: failed IOs not answered to the host in time", cpu_);
+}
+
+// Ends this process at once: the session could not fence a target out of the host's memory (its
+// rdma contexts did not stop, or a transfer still holds the host's pages), and neither answering
+// the host's IOs nor leaving them to expire is safe while a transfer may still land. A process
+// that is gone is fenced: the host sees the connection reset once nothing here can write.
+[[noreturn]] void end_process_unfenced(const std::string& why) noexcept;
 
 // Runs f(*worker) on every worker, in order; one that throws is logged and the others still get
 // their turn (stop and teardown must reach every worker). Workers: unique_ptrs to workers with
@@ -100,32 +152,6 @@ void for_each_worker(Workers& workers, F f) noexcept {
       ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
     }
   }
-}
-
-// Stops every worker (each bounded) and collects its stats into `out` (cleared first), in worker
-// order; a worker whose stop or stats throws is logged and counted as one error. Returns the
-// errors of all workers. Stats: a struct with cpu, operations and errors.
-template <typename Workers, typename Stats>
-uint64_t stop_and_collect(Workers& workers, std::vector<Stats>& out) noexcept {
-  uint64_t errors = 0;
-  out.clear();
-  for (auto& w : workers) {
-    Stats s{};
-    try {
-      w->stop();
-      s = w->stats();
-    } catch (const std::exception& e) {
-      ZC_LOG_ERROR("worker on cpu {}: {}", w->cpu(), e.what());
-      s = Stats{};
-      s.cpu = w->cpu();
-      s.errors = 1;
-    }
-    errors += s.errors;
-    if (s.errors != 0)
-      ZC_LOG_ERROR("worker on cpu {}: {} operations, {} errors", s.cpu, s.operations, s.errors);
-    out.push_back(s);
-  }
-  return errors;
 }
 
 }  // namespace zc::service

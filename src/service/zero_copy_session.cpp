@@ -76,7 +76,9 @@ message zero_copy_session::on_init(const message& request) {
     for (uint32_t i = 0; i < init->core_count; ++i) {
       zero_copy_worker& w = workers_.add(std::make_unique<zero_copy_worker>(
           options_.cpus[i], options_.poll_mode, device_, *conn, n,
-          zero_copy_worker_limits{options_.control_timeout, options_.control_timeout}));
+          zero_copy_worker_limits{.command = options_.control_timeout,
+                                  .drain = options_.control_timeout,
+                                  .io = options_.control_timeout}));
       const std::optional<message> refused = on_targets([&] {
         return connect_worker(
             targets_, request, i,
@@ -125,7 +127,7 @@ message zero_copy_session::on_stop(const message& request) {
   } catch (...) {
     failure = std::current_exception();
   }
-  workers_.stop();
+  stop_workers();
   workers_.close_comch();
   if (failure) std::rethrow_exception(failure);
   return relay(*reply, request);
@@ -162,7 +164,17 @@ void zero_copy_session::abort(const std::string& why) noexcept {
   targets_.shutdown_all(last_correlation_id_);
 }
 
+// The fence (storage rule: an IO is answered failed only once nothing can still touch its
+// memory): the host region's re-export is withdrawn, so the target's later requests are refused,
+// every rdma context stops, and the transfers that already held the region finish; only then are
+// the IOs the target never answered answered to the host.
+void zero_copy_session::stop_workers() noexcept {
+  if (host_map_) host_map_->withdraw_rdma_export();
+  workers_.stop([this] { return !host_map_ || host_map_->rdma_export_drained(); });
+}
+
 void zero_copy_session::teardown() noexcept {
+  if (workers_.started()) stop_workers();
   workers_.clear();
   if (host_map_) host_map_->withdraw_rdma_export();
   host_map_.reset();

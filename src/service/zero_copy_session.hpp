@@ -52,6 +52,7 @@ class zero_copy_session final : public request_handler {
   // The target's answer to `type`, or a status_error the loop turns into an error_response.
   storage::message forward(const storage::message& request, storage::message_type type,
                            storage::message_payload payload, storage::message_type expected);
+  void stop_workers() noexcept;
   void teardown() noexcept;
 
   zero_copy_options options_;

@@ -22,10 +22,21 @@ using storage::io_message_view;
 
 namespace {
 // A send to the host that found no posted buffer is retried from the engine; the producer wakes
-// the engine when the host posts one, and this bound covers a wake-up that got lost.
-constexpr auto backlog_retry = std::chrono::milliseconds(1);
+// the engine when the host posts one, and this bound covers a wake-up that got lost. It doubles
+// while the host posts nothing, so a host that never posts costs ten wake-ups a second, not 1000.
+constexpr auto backlog_retry_min = std::chrono::milliseconds(1);
+constexpr auto backlog_retry_max = std::chrono::milliseconds(100);
+// An rdma send UCX could not take yet (`again`) is retried this soon.
+constexpr auto relay_retry = std::chrono::milliseconds(1);
 // How long a destroyed io_path lets its contexts stop before they are destroyed anyway.
 constexpr auto teardown_limit = std::chrono::milliseconds(2000);
+
+// The user_data the service gives a relayed request: the target answers with it, and nothing but
+// an IO this worker has in flight matches it (the host's own user_data is restored on the way
+// back).
+constexpr uint64_t tag_of(uint32_t slot, uint32_t generation) noexcept {
+  return (uint64_t(generation) << 32) | slot;
+}
 }  // namespace
 
 // The engine-thread half of a worker; every member and method belongs to the worker's thread.
@@ -34,7 +45,7 @@ constexpr auto teardown_limit = std::chrono::milliseconds(2000);
 class zero_copy_worker::io_path final : public core::event_source {
  public:
   io_path(uint32_t cpu, core::progress_engine& engine, const core::device& device,
-          comch::connection& conn, uint32_t transactions);
+          comch::connection& conn, uint32_t transactions, std::chrono::milliseconds io_timeout);
   ~io_path() override;
 
   uint32_t consumer_id() const noexcept { return consumer_->id(); }
@@ -51,10 +62,19 @@ class zero_copy_worker::io_path final : public core::event_source {
   void start_serving(uint32_t host_consumer);
   void stop_serving() noexcept { serving_ = false; }
   uint32_t in_flight() const noexcept { return in_flight_; }
+  // The target can no longer be relied on: the rest of the session must be fenced too.
+  bool lost() const noexcept { return lost_; }
+  // Fences the target out of the host's memory: both rdma contexts stop (io_data is how the
+  // target reaches the host's pages). IOs the target may still act on stay unanswered until
+  // answer_held(), once every worker of the session is fenced.
   void stop_rdma() noexcept {
+    fencing_ = true;
     (void)control_->stop();
     (void)data_->stop();
   }
+  // Answers, with `why`, every IO relayed to the target and not answered by it. Only once
+  // rdma_stopped(): nothing can reach the host's memory any more.
+  void answer_held(status why) noexcept;
   bool rdma_stopped() const noexcept {
     return control_->state() == core::context_state::idle &&
            data_->state() == core::context_state::idle;
@@ -72,19 +92,26 @@ class zero_copy_worker::io_path final : public core::event_source {
     return {cpu_, operations_, errors_, engine_.hits(), engine_.misses()};
   }
 
-  // event_source: retries the answers the host had no buffer for.
+  // event_source: retries the sends that could not go yet, and gives up on a target that left
+  // a relayed IO unanswered past its deadline.
   size_t poll() override;
-  core::steady_clock::time_point next_deadline() const override {
-    return backlog_.empty() && relays_.empty() ? core::steady_clock::time_point::max()
-                                               : core::steady_clock::now() + backlog_retry;
-  }
+  core::steady_clock::time_point next_deadline() const override;
 
  private:
+  // A_i is held from the request's arrival until the host has its answer and the relay's send
+  // completed: its user_data carries the service's tag while the target has it.
   struct request_slot {
     core::buffer* message = nullptr;  // A_i
     comch::consumer_post_recv_task* receive = nullptr;
     rdma::send_task* relay = nullptr;
     comch::producer_send_task* answer = nullptr;  // A_i back to the host when the relay failed
+    uint64_t host_user_data = 0;
+    uint32_t generation = 0;
+    bool busy = false;       // taken from the host, not yet free for the next request
+    bool relaying = false;   // the relay is queued or UCX holds its send
+    bool awaiting = false;   // the target has (or may have) the IO: its answer is accepted
+    bool answering = false;  // A_i is on its way back to the host
+    core::steady_clock::time_point deadline{};
   };
   struct response_slot {
     core::buffer* message = nullptr;  // B_j
@@ -105,8 +132,14 @@ class zero_copy_worker::io_path final : public core::event_source {
   void on_request(request_slot& s) noexcept;
   void on_request_receive_failed(request_slot& s, status why) noexcept;
   void on_relayed(request_slot& s) noexcept;
+  void on_relay_failed(request_slot& s, status why) noexcept;
   void answer_failure(uint32_t index, status why) noexcept;
   void on_failure_answered(request_slot& s, bool delivered) noexcept;
+  void recycle_if_done(request_slot& s) noexcept;
+  // The target failed (a connection left running, a relay failed on its way, an IO past its
+  // deadline): fence at once and tell the control thread; nothing it may act on is answered.
+  void lose(status why) noexcept;
+  void check_deadlines(core::steady_clock::time_point now) noexcept;
   // Response path.
   void post_response_receive(response_slot& s) noexcept;
   void on_response(uint32_t index) noexcept;
@@ -124,8 +157,14 @@ class zero_copy_worker::io_path final : public core::event_source {
   const uint32_t cpu_;
   core::progress_engine& engine_;
   const uint32_t transactions_;
+  const std::chrono::milliseconds io_timeout_;
   bool serving_ = false;
   bool attached_ = false;
+  bool lost_ = false;
+  bool fencing_ = false;   // stop_rdma() ran: what the contexts flush is no news
+  uint32_t awaiting_ = 0;  // slots whose target answer is still awaited
+  core::steady_clock::time_point next_check_ = core::steady_clock::time_point::max();
+  std::chrono::milliseconds backlog_retry_ = backlog_retry_min;
   uint32_t host_consumer_ = 0;
   uint32_t in_flight_ = 0;  // requests taken from the host and not answered yet
   uint64_t operations_ = 0;
@@ -153,10 +192,11 @@ class zero_copy_worker::io_path final : public core::event_source {
 
 zero_copy_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                    const core::device& device, comch::connection& conn,
-                                   uint32_t transactions)
+                                   uint32_t transactions, std::chrono::milliseconds io_timeout)
     : cpu_(cpu),
       engine_(engine),
       transactions_(transactions),
+      io_timeout_(io_timeout),
       // PCI read-write: the host's producer writes requests straight into A_i.
       messages_(core::memory_map::allocate(
           size_t(transactions) * 2 * io_message_size,
@@ -195,18 +235,22 @@ zero_copy_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
   data_ = std::make_unique<rdma::context>(engine, device);
   // io_control: nothing of ours is the peer's to touch. io_data: the target moves the host's
   // pages (our re-export of them) both ways through it.
-  for (rdma::context* ctx : {control_.get(), data_.get()})
+  for (rdma::context* ctx : {control_.get(), data_.get()}) {
+    // One timeout model: an rdma task the target does not complete within the control timeout
+    // fails its connection, as a relayed IO the target does not answer in that time does.
+    ctx->set_task_timeout(io_timeout);
     ctx->set_state_changed_callback(
-        [this](core::context&, core::context_state previous, core::context_state next) {
-          if (serving_ && previous == core::context_state::running &&
-              next != core::context_state::running && !rdma_lost_.exchange(true))
-            ZC_LOG_ERROR("worker {}: rdma connection to the target lost", cpu_);
+        [this, ctx](core::context&, core::context_state previous, core::context_state next) {
+          if (serving_ && !fencing_ && previous == core::context_state::running &&
+              next != core::context_state::running)
+            lose(ctx->failure() == status::success ? status::connection_reset : ctx->failure());
         });
+  }
   control_->set_permissions(core::access::local_read_only);
   data_->set_permissions(core::access::rdma_read | core::access::rdma_write);
   control_->configure<rdma::send_task>(
       transactions, [this](rdma::send_task& t) { on_relayed(requests_[index_of(t)]); },
-      [this](rdma::send_task& t) { answer_failure(index_of(t), t.result()); });
+      [this](rdma::send_task& t) { on_relay_failed(requests_[index_of(t)], t.result()); });
   control_->configure<rdma::receive_task>(
       transactions, [this](rdma::receive_task& t) { on_response(index_of(t)); },
       [this](rdma::receive_task& t) {
@@ -294,7 +338,8 @@ void zero_copy_worker::io_path::note_error(const char* what, status s) noexcept 
   }
 }
 
-// ---- request path: host -> comch receive A_i -> rdma send A_i -> receive A_i again
+// ---- request path: host -> comch receive A_i -> rdma send A_i (tagged) -> the target's answer
+// (or a failure answered from A_i) -> receive A_i again
 
 void zero_copy_worker::io_path::post_request_receive(request_slot& s) noexcept {
   (void)s.message->set_data(s.message->head(), 0);
@@ -303,25 +348,51 @@ void zero_copy_worker::io_path::post_request_receive(request_slot& s) noexcept {
 }
 
 void zero_copy_worker::io_path::on_request(request_slot& s) noexcept {
-  if (!serving_) return;
   if (s.receive->received_length() != io_message_size) {
     note_error("IO message of the wrong length refused", status::invalid_value);
     post_request_receive(s);
     return;
   }
+  const uint32_t index = static_cast<uint32_t>(&s - requests_.data());
+  io_message_view msg(s.message->head());
+  s.host_user_data = msg.user_data();
+  s.busy = true;
   ++in_flight_;
-  relay(static_cast<uint32_t>(&s - requests_.data()));
+  // Never relayed, so answered at once: after a stop (into a buffer posted before it), or once
+  // the target is lost (its connections are being fenced).
+  if (!serving_) {
+    answer_failure(index, status::shutdown);
+    return;
+  }
+  if (lost_) {
+    answer_failure(index, status::not_connected);
+    return;
+  }
+  ++s.generation;
+  msg.set_user_data(tag_of(index, s.generation));
+  s.relaying = true;
+  s.awaiting = true;
+  ++awaiting_;
+  s.deadline = engine_.coarse_time() + io_timeout_;
+  if (s.deadline < next_check_) next_check_ = s.deadline;
+  relay(index);
 }
 
-// Relayed byte for byte, from the buffer it arrived in: the target judges the type and fields.
-// FIFO: nothing overtakes a request already waiting for UCX.
+// Relayed byte for byte but for the tag, from the buffer it arrived in: the target judges the
+// type and fields. FIFO: nothing overtakes a request already waiting for UCX.
 void zero_copy_worker::io_path::relay(uint32_t index) noexcept {
   status r = relays_.empty() ? control_->submit(*requests_[index].relay) : status::again;
   if (r == status::again) {
     if (relays_.push(index)) return;
     r = status::no_memory;
   }
-  if (!ok(r)) answer_failure(index, r);
+  if (!ok(r)) {  // never left: the target cannot act on it
+    request_slot& s = requests_[index];
+    s.relaying = false;
+    s.awaiting = false;
+    --awaiting_;
+    answer_failure(index, r);
+  }
 }
 
 void zero_copy_worker::io_path::on_request_receive_failed(request_slot& s, status why) noexcept {
@@ -331,46 +402,133 @@ void zero_copy_worker::io_path::on_request_receive_failed(request_slot& s, statu
 }
 
 void zero_copy_worker::io_path::on_relayed(request_slot& s) noexcept {
-  post_request_receive(s);
+  s.relaying = false;
+  recycle_if_done(s);
 }
 
-// The request could not reach the target: the host gets it back as a result carrying the
-// failure, every other field unchanged, so its transaction ends instead of hanging.
+// A send the target refused on a live connection (no posted receive, too big) never reached it:
+// answered now. Any other failure (time-out, reset) may have reached it: held until fenced.
+void zero_copy_worker::io_path::on_relay_failed(request_slot& s, status why) noexcept {
+  s.relaying = false;
+  const bool refused = control_->state() == core::context_state::running &&
+                       (why == status::empty || why == status::too_big);
+  if (refused && s.awaiting) {
+    s.awaiting = false;
+    --awaiting_;
+    answer_failure(static_cast<uint32_t>(&s - requests_.data()), why);
+    return;
+  }
+  if (!fencing_) lose(why);
+  recycle_if_done(s);
+}
+
+// The host gets A_i back as a result carrying the failure, its own user_data and every other
+// field unchanged, so its transaction ends instead of hanging. Only for IOs the target cannot
+// act on: never relayed, refused, or relayed over connections fenced since.
 void zero_copy_worker::io_path::answer_failure(uint32_t index, status why) noexcept {
-  note_error("IO not relayed to the target", why);
-  io_message_view msg(requests_[index].message->head());
+  request_slot& s = requests_[index];
+  note_error("IO not served by the target", why);
+  io_message_view msg(s.message->head());
+  msg.set_user_data(s.host_user_data);
   msg.set_type(io_message_type::result);
   msg.set_result(why);
+  s.answering = true;
   send_to_host(transactions_ + index);
 }
 
 void zero_copy_worker::io_path::on_failure_answered(request_slot& s, bool delivered) noexcept {
   if (delivered) ++operations_;
   io_done();
+  s.answering = false;
+  recycle_if_done(s);
+}
+
+void zero_copy_worker::io_path::recycle_if_done(request_slot& s) noexcept {
+  if (!s.busy || s.relaying || s.awaiting || s.answering) return;
+  s.busy = false;
   post_request_receive(s);
+}
+
+void zero_copy_worker::io_path::lose(status why) noexcept {
+  if (lost_) return;
+  lost_ = true;
+  rdma_lost_.store(true, std::memory_order_relaxed);
+  ZC_LOG_ERROR("worker {}: the target failed ({}): fencing it; {} IOs wait for the fence", cpu_,
+               status_name(why), awaiting_);
+  // Requests UCX never took cannot reach the target: answered now.
+  while (!relays_.empty()) {
+    request_slot& s = requests_[relays_.front()];
+    relays_.pop();
+    s.relaying = false;
+    s.awaiting = false;
+    --awaiting_;
+    answer_failure(static_cast<uint32_t>(&s - requests_.data()), status::not_connected);
+  }
+  stop_rdma();
+}
+
+void zero_copy_worker::io_path::answer_held(status why) noexcept {
+  for (auto& s : requests_) {
+    if (!s.awaiting || s.relaying) continue;
+    s.awaiting = false;
+    --awaiting_;
+    answer_failure(static_cast<uint32_t>(&s - requests_.data()), why);
+  }
+}
+
+void zero_copy_worker::io_path::check_deadlines(core::steady_clock::time_point now) noexcept {
+  if (awaiting_ == 0 || lost_ || now < next_check_) return;
+  next_check_ = core::steady_clock::time_point::max();
+  for (const auto& s : requests_) {
+    if (!s.awaiting) continue;
+    if (s.deadline <= now) {
+      ZC_LOG_ERROR("worker {}: the target left an IO unanswered for {} ms", cpu_,
+                   io_timeout_.count());
+      lose(status::time_out);
+      return;
+    }
+    if (s.deadline < next_check_) next_check_ = s.deadline;
+  }
 }
 
 // ---- response path: target -> rdma receive B_j -> comch send B_j -> receive B_j again
 
 void zero_copy_worker::io_path::post_response_receive(response_slot& s) noexcept {
   (void)s.message->set_data(s.message->head(), 0);
-  if (!serving_) return;
-  if (status r = control_->submit(*s.receive); !ok(r)) note_error("cannot post rdma receive", r);
+  if (!serving_ && in_flight_ == 0) return;
+  if (status r = control_->submit(*s.receive); !ok(r) && !fencing_)
+    note_error("cannot post rdma receive", r);
 }
 
+// Only an answer to an IO this worker relayed and still awaits goes to the host, with the host's
+// user_data put back; anything else (late, repeated, forged) is counted and dropped.
 void zero_copy_worker::io_path::on_response(uint32_t index) noexcept {
-  response_slot& s = responses_[index];
-  if (s.receive->received_length() != io_message_size) {
+  response_slot& p = responses_[index];
+  if (p.receive->received_length() != io_message_size) {
     note_error("target response of the wrong length refused", status::invalid_value);
-    post_response_receive(s);
+    post_response_receive(p);
     return;
   }
+  io_message_view msg(p.message->head());
+  const uint64_t tag = msg.user_data();
+  const uint32_t slot = static_cast<uint32_t>(tag);
+  if (slot >= transactions_ || !requests_[slot].awaiting ||
+      requests_[slot].generation != static_cast<uint32_t>(tag >> 32)) {
+    note_error("target response that matches no IO in flight dropped", status::unexpected);
+    post_response_receive(p);
+    return;
+  }
+  request_slot& s = requests_[slot];
+  s.awaiting = false;
+  --awaiting_;
+  msg.set_user_data(s.host_user_data);
   // The target's result goes to the host unchanged (the reference forced SUCCESS, §8.3).
   send_to_host(index);
+  recycle_if_done(s);
 }
 
 void zero_copy_worker::io_path::on_response_receive_failed(response_slot& s, status why) noexcept {
-  if (!serving_) return;
+  if (!serving_ || fencing_ || lost_) return;  // a stop or a fence flushes the posted receives
   note_error("rdma receive failed", why);
   if (control_->state() == core::context_state::running) post_response_receive(s);
 }
@@ -409,13 +567,19 @@ void zero_copy_worker::io_path::host_send_failed(uint32_t key, status why) noexc
 
 size_t zero_copy_worker::io_path::poll() {
   size_t sent = 0;
-  while (!relays_.empty()) {
+  while (!relays_.empty() && !lost_) {
     const uint32_t index = relays_.front();
     const status r = control_->submit(*requests_[index].relay);
     if (r == status::again) break;
     relays_.pop();
     ++sent;
-    if (!ok(r)) answer_failure(index, r);
+    if (!ok(r)) {
+      request_slot& s = requests_[index];
+      s.relaying = false;
+      s.awaiting = false;
+      --awaiting_;
+      answer_failure(index, r);
+    }
   }
   while (!backlog_.empty()) {
     const uint32_t key = backlog_.front();
@@ -425,7 +589,16 @@ size_t zero_copy_worker::io_path::poll() {
     ++sent;
     if (!ok(r)) host_send_failed(key, r);
   }
+  backlog_retry_ = sent != 0 ? backlog_retry_min : std::min(2 * backlog_retry_, backlog_retry_max);
+  check_deadlines(engine_.coarse_time());
   return sent;
+}
+
+core::steady_clock::time_point zero_copy_worker::io_path::next_deadline() const {
+  auto next = awaiting_ != 0 && !lost_ ? next_check_ : core::steady_clock::time_point::max();
+  if (!relays_.empty()) next = std::min(next, core::steady_clock::now() + relay_retry);
+  if (!backlog_.empty()) next = std::min(next, core::steady_clock::now() + backlog_retry_);
+  return next;
 }
 
 // ---- zero_copy_worker: the control thread's side
@@ -438,8 +611,9 @@ zero_copy_worker::zero_copy_worker(uint32_t cpu, core::poll_mode mode, const cor
     throw status_error(status::invalid_value, fmt::format("transaction count {} is outside 1..{}",
                                                           transactions, max_worker_transactions));
   // By value: a build that outlives this wait must not read this constructor's frame.
-  host_.build([cpu, engine = &host_.engine(), device = &device, conn = &conn, transactions] {
-    return std::make_unique<io_path>(cpu, *engine, *device, *conn, transactions);
+  host_.build([cpu, engine = &host_.engine(), device = &device, conn = &conn, transactions,
+               io_timeout = limits.io] {
+    return std::make_unique<io_path>(cpu, *engine, *device, *conn, transactions, io_timeout);
   });
   consumer_id_ = host_.call([](io_path& io) { return io.consumer_id(); });
 }
@@ -465,14 +639,6 @@ void zero_copy_worker::start_data_path(uint32_t host_consumer_id) {
   host_.start_data_path(host_consumer_id);
 }
 
-void zero_copy_worker::drain() {
-  host_.drain();
-}
-
-void zero_copy_worker::stop() {
-  host_.stop();
-}
-
 void zero_copy_worker::close_comch() {
   host_.close_comch();
 }
@@ -484,5 +650,7 @@ bool zero_copy_worker::rdma_lost() const noexcept {
 zero_copy_worker_stats zero_copy_worker::stats() {
   return host_.call([](io_path& io) { return io.stats(); });
 }
+
+template class worker_host<zero_copy_worker::io_path>;
 
 }  // namespace zc::service

@@ -35,6 +35,8 @@ struct zero_copy_worker_stats {
 using zero_copy_worker_limits = worker_limits;
 
 class zero_copy_worker {
+  class io_path;  // the engine-thread half, private
+
  public:
   // conn: the client's comch connection; transactions: N (1..max_worker_transactions). Builds
   // and starts the comch consumer before returning, so its id is assigned (the pairing rule of
@@ -60,12 +62,10 @@ class zero_copy_worker {
   bool ready();
   // Posts every receive and serves IOs; answers go to the host consumer `host_consumer_id`.
   void start_data_path(uint32_t host_consumer_id);
-  // Stops taking IOs from the host and lets those in flight finish (bounded): answers from the
-  // target still reach the host. A connection failure after this is no error of the session (the
-  // target stops its side at stop_storage).
-  void drain();
-  // drain(), then stops the rdma contexts (bounded).
-  void stop();
+  // The bounded stop steps (drain, fence, answer what the target never answered), which
+  // session_workers takes on every worker at once. A connection failure after the drain began is
+  // no error of the session (the target stops its side at stop_storage).
+  worker_host<io_path>& steps() noexcept { return host_; }
   // Stops and destroys the comch producer and consumer (the host sees the consumer expire).
   void close_comch();
   zero_copy_worker_stats stats();
@@ -74,11 +74,12 @@ class zero_copy_worker {
   bool rdma_lost() const noexcept;
 
  private:
-  class io_path;  // the engine-thread half
-
   uint32_t cpu_;
   uint32_t consumer_id_ = 0;
   worker_host<io_path> host_;
 };
+
+// Instantiated in the .cpp, where io_path is complete.
+extern template class worker_host<zero_copy_worker::io_path>;
 
 }  // namespace zc::service

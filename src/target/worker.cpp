@@ -10,6 +10,11 @@
 
 namespace zc::target {
 
+namespace {
+// How long a destroyed io_path lets its contexts stop before they are destroyed anyway.
+constexpr auto teardown_limit = std::chrono::milliseconds(2000);
+}  // namespace
+
 using storage::io_message_size;
 using storage::io_message_type;
 using storage::io_message_view;
@@ -74,8 +79,7 @@ class target_worker::io_path {
   uint64_t operations_ = 0;
   uint64_t errors_ = 0;
   uint64_t refused_messages_ = 0;
-  std::vector<uint8_t> messages_;
-  std::unique_ptr<core::memory_map> messages_map_;
+  std::unique_ptr<core::memory_map> messages_map_;  // the slots' 64-byte messages
   // Three buffers per slot, taken once: its message, its storage side and its requester side.
   core::buffer_inventory inventory_;
   std::vector<slot> slots_;
@@ -95,9 +99,8 @@ target_worker::io_path::io_path(uint32_t cpu, core::engine_thread& thread,
       engine_(thread.engine()),
       storage_(storage.map()),
       remote_(remote),
-      messages_(size_t(transactions) * io_message_size, 0),
-      messages_map_(core::memory_map::wrap(messages_.data(), messages_.size(),
-                                           core::access::local_read_write)),
+      messages_map_(core::memory_map::allocate(size_t(transactions) * io_message_size,
+                                               core::access::local_read_write)),
       inventory_(transactions * 3),
       slots_(transactions),
       control_(std::make_unique<rdma::context>(engine_, device)),
@@ -122,9 +125,10 @@ target_worker::io_path::io_path(uint32_t cpu, core::engine_thread& thread,
   data_->configure<rdma::write_task>(transactions, transferred, transferred);
   for (uint32_t i = 0; i < transactions; ++i) {
     slot& s = slots_[i];
-    throw_if_failed(inventory_.get_by_addr(*messages_map_, messages_.data() + i * io_message_size,
-                                           io_message_size, s.message),
-                    "message buffer");
+    throw_if_failed(
+        inventory_.get_by_addr(*messages_map_, messages_map_->data() + i * io_message_size,
+                               io_message_size, s.message),
+        "message buffer");
     // Whole-map windows for now; each transfer narrows them to its own range.
     throw_if_failed(inventory_.get_by_addr(storage_, storage_.data(), storage_.size(), s.local),
                     "storage buffer");
@@ -158,17 +162,33 @@ target_worker::io_path::~io_path() {
   // The flusher's last results, posted while it finishes, find alive_ false and do nothing.
   *alive_ = false;
   flusher_.reset();
+  // A response UCX still sends from a slot's message, or a request it still receives into one,
+  // must not land in freed memory: the contexts stop first (bounded), and if they do not, the
+  // messages stay mapped for good rather than be freed under UCX.
+  stop_contexts();
+  engine_.run_until([this] { return stopped(); }, teardown_limit);
+  if (!stopped()) {
+    ZC_LOG_ERROR("worker {}: connections did not stop in time; their message memory is kept", cpu_);
+    (void)messages_map_.release();
+  }
 }
 
 // A connection that leaves running while IOs are served fails every IO that needs it from then
-// on; say once why, rather than only counting the failures.
+// on; say once why, rather than only counting the failures. When io_control goes, io_data is
+// stopped too: the service that sent the IOs can no longer hear their answers, so it has failed
+// them (or will), and no transfer of this session may touch its memory afterwards.
 void target_worker::io_path::watch(rdma::context& ctx, const char* role) {
-  ctx.set_state_changed_callback([this, &ctx, role](core::context&, core::context_state previous,
-                                                    core::context_state next) {
-    if (serving_ && previous == core::context_state::running &&
-        next != core::context_state::running)
-      ZC_LOG_ERROR("worker {}: {} connection lost ({})", cpu_, role, status_name(ctx.failure()));
-  });
+  ctx.set_state_changed_callback(
+      [this, &ctx, role](core::context&, core::context_state previous, core::context_state next) {
+        if (!serving_ || previous != core::context_state::running ||
+            next == core::context_state::running)
+          return;
+        ZC_LOG_ERROR("worker {}: {} connection lost ({})", cpu_, role, status_name(ctx.failure()));
+        if (&ctx == control_.get()) {
+          serving_ = false;
+          (void)data_->stop();
+        }
+      });
 }
 
 std::vector<uint8_t> target_worker::io_path::connect(storage::rdma_role role,
@@ -189,8 +209,8 @@ void target_worker::io_path::start_serving() {
 }
 
 void target_worker::io_path::stop_contexts() {
-  control_->stop();
-  data_->stop();
+  (void)control_->stop();
+  (void)data_->stop();
 }
 
 void target_worker::io_path::answered(slot& s) {

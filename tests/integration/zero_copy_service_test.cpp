@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -18,11 +20,15 @@
 #include "comch/consumer.hpp"
 #include "comch/producer.hpp"
 #include "core/buffer.hpp"
+#include "core/device.hpp"
+#include "core/engine_thread.hpp"
 #include "core/memory_map.hpp"
 #include "integration/comch_host.hpp"
-#include "storage/peer_consumers.hpp"
+#include "rdma/context.hpp"
 #include "storage/comch_control_channel.hpp"
 #include "storage/io_message.hpp"
+#include "storage/peer_consumers.hpp"
+#include "storage/tcp_control_channel.hpp"
 #include "support/subprocess.hpp"
 
 namespace zc::test {
@@ -331,6 +337,240 @@ TEST(zero_copy_service, a_killed_target_ends_the_session_with_a_failure) {
   ASSERT_TRUE(exit.has_value()) << p.outputs();
   EXPECT_NE(*exit, 0);
   EXPECT_NE(p.service->output().find("connection lost"), std::string::npos) << p.outputs();
+}
+
+// Fencing (the storage rule): a target that stalls with an IO it has not answered (SIGSTOP past
+// the control timeout) gets that IO answered failed only once it can no longer reach the host's
+// memory. The host then reuses the IO's memory at once; when the target resumes (SIGCONT) and
+// serves the stale read, nothing of it may land there, and what was written before is intact.
+TEST(zero_copy_service, a_stalled_target_never_lands_a_transfer_after_its_io_failed) {
+  pipeline p;
+  ASSERT_TRUE(p.up()) << p.outputs();
+  host h(p.channel, geometry);
+  ASSERT_TRUE(h.walk_to_running()) << p.outputs();
+  uint8_t* region = h.region().data();
+  // Block 0 of the storage holds 0x5A: a stale read of it would put 0x5A into the region.
+  std::memset(region, 0x5A, block_size);
+  auto w = h.io(write_op, 1, block_size, 0, 0);
+  ASSERT_TRUE(w) << p.outputs();
+  ASSERT_EQ(w->view().result(), status::success);
+  p.target->signal(SIGSTOP);
+  auto r = h.io(read_op, 2, block_size, block_size, 0);
+  ASSERT_TRUE(r) << "the stalled IO was never answered\n" << p.outputs();
+  EXPECT_EQ(r->view().user_data(), 2u);
+  EXPECT_NE(r->view().result(), status::success);
+  // The host reuses the slot's memory at once, then the target resumes with the stale read.
+  std::memset(region + block_size, 0xC3, block_size);
+  p.target->signal(SIGCONT);
+  // Long enough for the resumed target to serve what it had queued.
+  std::this_thread::sleep_for(1500ms);
+  for (uint32_t i = 0; i < block_size; ++i)
+    ASSERT_EQ(region[block_size + i], 0xC3) << "a stale transfer landed at byte " << i << "\n"
+                                            << p.outputs();
+  EXPECT_NE(p.service->output().find("fencing"), std::string::npos) << p.outputs();
+  // The session ended with a failure; nothing is left running.
+  auto exit = p.service->wait(exit_timeout);
+  ASSERT_TRUE(exit.has_value()) << p.outputs();
+  EXPECT_NE(*exit, 0);
+}
+
+// A target that takes IOs and never answers them (stalled, or cut off behind a live link), and
+// that the test can make act on one later: the stale transfer of a target that resumes. It plays
+// the target's side of REFERENCE_SPEC §2.7 for one worker on a thread of its own.
+class stalling_target {
+ public:
+  stalling_target() : server_(0), device_(core::device::open("tcp")) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~stalling_target() {
+    stop_ = true;
+    thread_.join();
+    engine_.call([this] {
+      for (auto* c : {control_.get(), data_.get()})
+        if (c != nullptr) (void)c->stop();
+    });
+    (void)engine_.wait_until([this] { return stopped(); }, 5000ms);
+    engine_.call([this] {
+      control_.reset();
+      data_.reset();
+    });
+  }
+  uint16_t port() const { return server_.port(); }
+
+  // The first IO message that arrived (bounded wait).
+  std::optional<std::array<uint8_t, io_message_size>> first_request(
+      std::chrono::milliseconds within) {
+    const auto deadline = clock_type::now() + within;
+    for (;;) {
+      {
+        std::lock_guard lock(mutex_);
+        if (!requests_.empty()) return requests_.front();
+      }
+      if (clock_type::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+
+  // The stale answer to a read: writes `fill` over the IO's range of the requester's memory
+  // through io_data, as the target does once it resumes. The write's own result (bounded).
+  status land_stale_read(uint64_t requester_offset, uint32_t size, uint8_t fill) {
+    auto done = std::make_shared<std::atomic<int>>(-1);
+    const status submitted = engine_.call([&, done] {
+      std::memset(staging_->data(), fill, size);
+      core::buffer* src = nullptr;
+      core::buffer* dst = nullptr;
+      status r = inventory_.get_by_addr(*staging_, staging_->data(), size, src);
+      if (ok(r)) r = inventory_.get_by_addr(*remote_, remote_->data(), remote_->size(), dst);
+      if (ok(r)) r = src->reset(staging_->data(), size);
+      if (ok(r)) r = dst->reset(remote_->data() + requester_offset, size);
+      if (!ok(r)) return r;
+      src->append(size);
+      rdma::write_task* t = nullptr;
+      r = data_->allocate(core::make_user_data(0), t);
+      if (!ok(r)) return r;
+      t->set(*src, *dst);
+      write_done_ = done;
+      return data_->submit(*t);
+    });
+    if (!ok(submitted)) return submitted;
+    (void)engine_.wait_until([done] { return done->load() >= 0; }, 10000ms);
+    return done->load() >= 0 ? static_cast<status>(done->load()) : status::time_out;
+  }
+
+ private:
+  bool stopped() const {
+    for (auto* c : {control_.get(), data_.get()})
+      if (c != nullptr && c->state() != core::context_state::idle) return false;
+    return true;
+  }
+
+  void run() {
+    while (!stop_) {
+      storage::receive_result r = storage::wait_for(server_, 20ms);
+      if (r.msg) (void)server_.send(answer(*r.msg));
+    }
+  }
+
+  message answer(const message& m) {
+    switch (m.type) {
+      case message_type::query_storage_request:
+        return storage::make_response(m, message_type::query_storage_response,
+                                      storage::query_storage_response_payload{
+                                          uint64_t(block_size) * block_count, block_size});
+      case message_type::init_storage_request: {
+        const auto& init = std::get<storage::init_storage_request_payload>(m.payload);
+        engine_.call([&] { build(init.transaction_count, init.mmap_export); });
+        return storage::make_response(m, message_type::init_storage_response);
+      }
+      case message_type::create_rdma_connection_request: {
+        const auto& c = std::get<storage::rdma_connection_payload>(m.payload);
+        auto mine = engine_.call([&] {
+          rdma::context& ctx = c.role == storage::rdma_role::io_control ? *control_ : *data_;
+          auto blob = ctx.export_connection();
+          ctx.connect(c.connection_details);
+          return blob;
+        });
+        return storage::make_response(
+            m, message_type::create_rdma_connection_response,
+            storage::rdma_connection_payload{c.context_idx, c.role, std::move(mine)});
+      }
+      case message_type::start_storage_request:
+        engine_.call([&] {
+          for (auto* t : receives_) (void)control_->submit(*t);
+        });
+        return storage::make_response(m, message_type::start_storage_response);
+      case message_type::stop_storage_request:
+        return storage::make_response(m, message_type::stop_storage_response);
+      case message_type::shutdown_request:
+        return storage::make_response(m, message_type::shutdown_response);
+      default:
+        return storage::make_error_response(m, status::not_supported, "not in this script");
+    }
+  }
+
+  // On the engine thread: both contexts, the receives (IOs are kept, never answered), one write.
+  void build(uint32_t transactions, const std::vector<uint8_t>& mmap_export) {
+    remote_ = core::memory_map::import_rdma(mmap_export);
+    messages_ = core::memory_map::allocate(size_t(transactions) * io_message_size,
+                                           core::access::local_read_write);
+    staging_ = core::memory_map::allocate(block_size, core::access::local_read_write);
+    control_ = std::make_unique<rdma::context>(engine_.engine(), device_);
+    data_ = std::make_unique<rdma::context>(engine_.engine(), device_);
+    control_->configure<rdma::receive_task>(
+        transactions,
+        [this](rdma::receive_task& t) {
+          std::array<uint8_t, io_message_size> copy{};
+          std::memcpy(copy.data(), t.dst().head(), io_message_size);
+          std::lock_guard lock(mutex_);
+          requests_.push_back(copy);
+        },
+        [](rdma::receive_task&) {});
+    auto finished = [this](rdma::write_task& t) {
+      if (write_done_) write_done_->store(static_cast<int>(t.result()));
+    };
+    data_->configure<rdma::write_task>(1, finished, finished);
+    for (uint32_t i = 0; i < transactions; ++i) {
+      core::buffer* b = nullptr;
+      ASSERT_EQ(inventory_.get_by_addr(*messages_, messages_->data() + i * io_message_size,
+                                       io_message_size, b),
+                status::success);
+      rdma::receive_task* t = nullptr;
+      ASSERT_EQ(control_->allocate(core::make_user_data(i), t), status::success);
+      t->set_dst(*b);
+      receives_.push_back(t);
+    }
+    ASSERT_EQ(control_->start(), status::success);
+    ASSERT_EQ(data_->start(), status::success);
+  }
+
+  storage::tcp_server_channel server_;
+  core::device device_;
+  core::engine_thread engine_{core::poll_mode::event};
+  std::unique_ptr<core::memory_map> remote_, messages_, staging_;
+  core::buffer_inventory inventory_{4096};
+  std::vector<rdma::receive_task*> receives_;
+  std::shared_ptr<std::atomic<int>> write_done_;
+  std::unique_ptr<rdma::context> control_, data_;
+  std::mutex mutex_;
+  std::vector<std::array<uint8_t, io_message_size>> requests_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// The storage rule, where it matters: a target that took an IO (its send was acknowledged) and
+// then says nothing gets that IO answered failed only after the service fenced it out of the
+// host's memory. The host reuses the memory at once; the transfer the target makes when it
+// resumes is refused, and the host's bytes stay as the host wrote them.
+TEST(zero_copy_service, an_io_the_target_took_is_answered_failed_only_after_the_fence) {
+  stalling_target t;
+  const std::string channel = unique_name("zc_zero_copy_fence");
+  subprocess service({binary("zcstore_comch_to_rdma_zero_copy"), "-d", "tcp", "--poll-mode",
+                      "event", "--storage-server", "127.0.0.1:" + std::to_string(t.port()),
+                      "--command-channel-name", channel, "--control-timeout", "2", "--cpu", "0"},
+                     ucx_env);
+  ASSERT_TRUE(service.wait_for_output("listening on channel " + channel, start_timeout))
+      << service.output();
+  host h(channel, geometry);
+  ASSERT_TRUE(h.walk_to_running()) << service.output();
+  uint8_t* region = h.region().data();
+  auto r = h.io(read_op, 7, block_size, block_size, 0);
+  ASSERT_TRUE(r) << "the IO the target took was never answered\n" << service.output();
+  EXPECT_EQ(r->view().user_data(), 7u);
+  EXPECT_EQ(r->view().type(), io_message_type::result);
+  EXPECT_NE(r->view().result(), status::success);
+  // The target had it, under the service's tag rather than the host's user_data.
+  auto request = t.first_request(1000ms);
+  ASSERT_TRUE(request);
+  EXPECT_NE(storage::io_message_view(request->data()).user_data(), 7u);
+  // The host reuses the memory; the target resumes and answers the read.
+  std::memset(region + block_size, 0xC3, block_size);
+  EXPECT_NE(t.land_stale_read(block_size, block_size, 0x5A), status::success);
+  for (uint32_t i = 0; i < block_size; ++i)
+    ASSERT_EQ(region[block_size + i], 0xC3) << "a stale transfer landed at byte " << i;
+  EXPECT_NE(service.output().find("fencing"), std::string::npos) << service.output();
+  auto exit = service.wait(exit_timeout);
+  ASSERT_TRUE(exit.has_value()) << service.output();
+  EXPECT_NE(*exit, 0);
 }
 
 TEST(zero_copy_service, a_lost_client_fails_the_session_and_shuts_the_target_down) {
