@@ -74,17 +74,16 @@ context::~context() {
 }
 
 void context::orphan_tasks() noexcept {
-  uint32_t held = 0;
+  auto* home = new internal::orphanage{};
   for (task* t = parked_.front(); t != nullptr; t = t->next_in_list_) {
-    t->orphaned_ = true;
-    ++held;
+    t->orphanage_ = home;
+    ++home->held;
   }
   ZC_SDK_LOG_ERROR(
-      "rdma: UCX still references {} tasks of a destroyed context; leaving them "
-      "allocated so that UCX never writes into freed memory",
-      held);
-  // Deliberately leaked: UCX callbacks may still arrive for these tasks.
-  (void)pools_.release();
+      "rdma: UCX still references {} tasks of a destroyed context; their memory is kept until "
+      "UCX lets go of the last of them",
+      home->held);
+  home->pools = std::shared_ptr<pools>(std::move(pools_));
 }
 
 void context::require_idle(const char* what) const {

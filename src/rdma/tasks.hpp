@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "core/buffer.hpp"
 #include "core/progress_engine.hpp"
@@ -17,6 +18,12 @@ class context;
 namespace internal {
 class task_list;
 struct context_hooks;
+// What a destroyed context leaves behind while UCX still references some of its tasks: their
+// pools, freed by the UCX callback that lets go of the last of them.
+struct orphanage {
+  std::shared_ptr<void> pools;
+  uint32_t held = 0;  // tasks UCX still references
+};
 enum class task_kind : uint8_t {
   receive,
   send,
@@ -56,7 +63,9 @@ class task : public core::task_base {
   void* recv_request_ = nullptr;  // UCX rendezvous receive still writing into this task's buffer
   status outcome_ = status::success;
   bool delivered_ = false;  // receive: data in place, waiting for in-order completion
-  bool orphaned_ = false;   // its context is gone; UCX callbacks must not touch anything else
+  // Set when its context is gone while UCX still references it: UCX callbacks then only let go
+  // of it, and the last one frees what the context left behind (context::orphan_tasks).
+  internal::orphanage* orphanage_ = nullptr;
   internal::wire_header header_{};
 };
 

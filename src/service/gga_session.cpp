@@ -179,6 +179,9 @@ message gga_session::on_stop(const message& request) {
 }
 
 message gga_session::on_shutdown(const message& request) {
+  // A shutdown in the middle of the data path ends it as a stop would first (drain, the targets'
+  // stop, fence, the host's IOs answered), so no target goes away under IOs we sent it.
+  if (workers_.started() && !workers_.stopped()) (void)on_stop(request);
   if (!client_.pump_until([&] { return client_.consumers().empty(); }, options_.control_timeout))
     ZC_LOG_WARN("{} client consumers still live at shutdown", client_.consumers().size());
   std::optional<message> error;

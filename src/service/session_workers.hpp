@@ -39,6 +39,7 @@ class session_workers {
   bool empty() const noexcept { return workers_.empty(); }
   size_t size() const noexcept { return workers_.size(); }
   bool started() const noexcept { return started_; }
+  bool stopped() const noexcept { return stopped_; }
   Worker& add(std::unique_ptr<Worker> w) {
     workers_.push_back(std::move(w));
     return *workers_.back();

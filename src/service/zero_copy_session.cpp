@@ -134,6 +134,9 @@ message zero_copy_session::on_stop(const message& request) {
 }
 
 message zero_copy_session::on_shutdown(const message& request) {
+  // A shutdown in the middle of the data path ends it as a stop would first (drain, the target's
+  // stop, fence, the host's IOs answered), so the target never goes away under IOs we relayed.
+  if (workers_.started() && !workers_.stopped()) (void)on_stop(request);
   // The client's consumers go first (bounded: the reference looped forever, with a null
   // dereference, §8.3). A client that keeps them is noted, not obeyed.
   if (!client_.pump_until([&] { return client_.consumers().empty(); }, options_.control_timeout))

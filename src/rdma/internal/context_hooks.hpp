@@ -21,12 +21,13 @@ struct context_hooks {
   }
 
   // UCX callbacks whose user data is a task. A task whose context is gone (orphaned) is only
-  // let go of: its memory is never freed, and nothing else is touched.
+  // let go of, and nothing else is touched; the last one UCX lets go of frees the pools it
+  // lives in, so a long-running process does not pile them up.
   static void on_send_complete(void* request, ucs_status_t s, void* user_data) noexcept {
     auto* t = static_cast<task*>(user_data);
     ucp_request_free(request);
     t->send_request_ = nullptr;
-    if (t->orphaned_) return;
+    if (t->orphanage_ != nullptr) return let_go(*t);
     static_cast<context&>(t->owner()).send_done(*t, s);
   }
   static void on_rendezvous_received(void* request, ucs_status_t s, size_t,
@@ -34,8 +35,14 @@ struct context_hooks {
     auto* t = static_cast<task*>(user_data);
     ucp_request_free(request);
     t->recv_request_ = nullptr;
-    if (t->orphaned_) return;
+    if (t->orphanage_ != nullptr) return let_go(*t);
     static_cast<context&>(t->owner()).rendezvous_done(*t, s);
+  }
+  // t may be freed here: nothing may touch it afterwards.
+  static void let_go(task& t) noexcept {
+    if (t.send_request_ != nullptr || t.recv_request_ != nullptr) return;
+    orphanage* home = t.orphanage_;
+    if (--home->held == 0) delete home;
   }
 };
 
