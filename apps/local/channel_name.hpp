@@ -1,5 +1,5 @@
-// Channel names for a pipeline on one machine: the comch server's abstract socket is named from
-// the channel name, so two launchers (or a launcher and a test run) must never share one.
+// Channel names for a pipeline on one machine: the comch server's socket file is named from the
+// channel name, so two launchers (or a launcher and a test run) must never share one.
 // Thread rules: safe from any thread.
 #pragma once
 

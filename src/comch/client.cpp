@@ -8,6 +8,7 @@
 
 #include "comch/address.hpp"
 #include "comch/internal/poller.hpp"
+#include "comch/internal/socket_dir.hpp"
 #include "comch/internal/unix_socket.hpp"
 #include "core/log.hpp"
 
@@ -26,7 +27,6 @@ client::client(core::progress_engine& engine, client_config config)
                        fmt::format("comch client: max message size must be 1..{}, queue size "
                                    "and send tasks non-zero",
                                    max_msg_size_limit));
-  socket_names_ = client_socket_names(config_.device, config_.name);
   poller_ = std::make_unique<internal::poller>();
   send_pool_.configure(*this, config_.send_tasks, config_.on_send_done, config_.on_send_error);
 }
@@ -41,8 +41,8 @@ client::~client() {
 }
 
 bool client::dial() {
-  for (const std::string& name : socket_names_) {
-    int fd = internal::connect_abstract(name);
+  for (const std::string& path : socket_paths_) {
+    int fd = internal::connect_unix(path);
     if (fd < 0) {
       if (errno == ECONNREFUSED || errno == ENOENT) continue;  // nobody listens on this one
       if (errno == EAGAIN) return false;                       // its backlog is full: retry
@@ -55,7 +55,8 @@ bool client::dial() {
       internal::close_fd(fd);
       throw status_error(status::operating_system, "comch client: no credentials for the server");
     }
-    // Abstract names carry no permissions: anyone can squat one. Only talk to our own user.
+    // Our socket directory lets no other user in, but a server of another user is no peer of
+    // ours wherever we found it (root reaches any directory). Only talk to our own user.
     if (peer.uid != geteuid()) {
       internal::close_fd(fd);
       ZC_SDK_LOG_WARN("comch client: server \"{}\" (pid {}) runs as uid {}, not uid {}; refused",
@@ -81,6 +82,7 @@ core::context_state client::on_start() {
   // its callbacks.
   for (auto& c : connection_) closed_.push_back(std::move(c));
   connection_.clear();
+  socket_paths_ = client_socket_paths(internal::socket_directory(), config_.device, config_.name);
   if (dial()) return core::context_state::starting;
   if (config_.connect_timeout.count() <= 0)
     throw status_error(status::not_found,

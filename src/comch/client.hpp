@@ -1,7 +1,9 @@
 // zc::comch::client, DOCA's doca_comch_client: the host side of a comch channel. start() dials the
-// server of its device's host function by name (see address.hpp); the client is running once the
-// server has welcomed it, and leaves running (stopping, then idle) when the connection goes away,
-// so the context state is the connection state, as in DOCA. last_error() says why it left.
+// server of its device's host function by name (see address.hpp), in this user's private socket
+// directory (internal/socket_dir.hpp), and talks only to a server of its own user (SO_PEERCRED);
+// the client is running once the server has welcomed it, and leaves running (stopping, then idle)
+// when the connection goes away, so the context state is the connection state, as in DOCA.
+// last_error() says why it left.
 //
 //   zc::comch::client cli(engine, {.name = "doca_storage_comch"});
 //   cli.start();   // throws status_error(not_found) when no server has that name
@@ -80,7 +82,7 @@ class client final : public core::context, private internal::connection_owner {
   void send_finished(send_task& task, status result) noexcept override;
 
   client_config config_;
-  std::vector<std::string> socket_names_;
+  std::vector<std::string> socket_paths_;  // set by start()
   std::unique_ptr<internal::poller> poller_;
   std::vector<std::unique_ptr<connection>> connection_;  // zero or one live connection
   std::vector<std::unique_ptr<connection>> closed_;

@@ -33,7 +33,6 @@ server::server(core::progress_engine& engine, server_config config)
     : core::context(engine), config_(std::move(config)) {
   if (config_.name.empty()) throw status_error(status::bad_config, "comch server needs a name");
   check_sizes(config_.max_msg_size, config_.recv_queue_size, config_.send_tasks);
-  socket_name_ = comch::socket_name(server_host_function(config_.representor), config_.name);
   poller_ = std::make_unique<internal::poller>();
   send_pool_.configure(*this, config_.send_tasks, config_.on_send_done, config_.on_send_error);
 }
@@ -45,21 +44,35 @@ server::~server() {
   quiet_ = true;
   for (auto& c : connections_) c->close(status::shutdown);
   poller_->close_listener(listener_);
+  listener_ = -1;
+  if (made_socket_file_)
+    internal::remove_socket_file(socket_directory_, socket_path_, socket_file_);
   engine().detach(*this);  // before our wait_fd closes
 }
 
 core::context_state server::on_start() {
-  listener_ = internal::listen_abstract(socket_name_, listen_backlog);
+  const std::string host_function = server_host_function(config_.representor);
+  socket_directory_ = internal::socket_directory();
+  socket_path_ = comch::socket_path(socket_directory_, host_function, config_.name);
+  internal::socket_file_id created;
+  listener_ =
+      internal::listen_in_directory(socket_directory_, socket_path_, listen_backlog, created);
   if (listener_ < 0) {
     if (errno == EADDRINUSE)
       throw status_error(status::in_use,
-                         fmt::format("a comch server named \"{}\" already serves host function "
-                                     "\"{}\"",
-                                     config_.name, server_host_function(config_.representor)));
-    throw status_error(
-        status::operating_system,
-        fmt::format("comch server \"{}\": cannot listen: {}", config_.name, std::strerror(errno)));
+                         fmt::format("comch channel \"{}\" is already served for host function "
+                                     "\"{}\" ({})",
+                                     config_.name, host_function, socket_path_));
+    if (errno == EEXIST)
+      throw status_error(status::already_exist,
+                         fmt::format("comch server \"{}\": {} is in the way and is not a socket",
+                                     config_.name, socket_path_));
+    throw status_error(status::operating_system,
+                       fmt::format("comch server \"{}\": cannot listen on {}: {}", config_.name,
+                                   socket_path_, std::strerror(errno)));
   }
+  socket_file_ = created;
+  made_socket_file_ = true;
   try {
     poller_->watch_listener(listener_);
   } catch (...) {
@@ -67,7 +80,7 @@ core::context_state server::on_start() {
     listener_ = -1;
     throw;
   }
-  ZC_SDK_LOG_DEBUG("comch server \"{}\" listening on @{}", config_.name, socket_name_);
+  ZC_SDK_LOG_DEBUG("comch server \"{}\" listening on {}", config_.name, socket_path_);
   return core::context_state::running;
 }
 

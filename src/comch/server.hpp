@@ -1,10 +1,13 @@
 // zc::comch::server, DOCA's doca_comch_server: the service ("DPU") side of a comch channel. It
-// listens on the channel's name for its host function (see address.hpp), accepts several clients
-// at once, only from the same user (SO_PEERCRED; anyone else is refused and logged), and raises
-// connect, disconnect, message and consumer events inside progress().
+// listens on the channel's socket file for its host function (see address.hpp) in this user's
+// private socket directory (internal/socket_dir.hpp), accepts several clients at once, only from
+// the same user (SO_PEERCRED; anyone else is refused and logged), and raises connect,
+// disconnect, message and consumer events inside progress(). The socket file stays when the
+// server stops (a later start, of this server or another, replaces it as stale) and is removed
+// when the server is destroyed.
 //
 //   zc::comch::server srv(engine, {.name = "doca_storage_comch", .on_connect = ...});
-//   srv.start();                      // throws status_error(in_use) if the name is taken
+//   srv.start();                      // throws status_error(in_use) if the name is served
 //   while (...) engine.progress();
 //
 // Thread rules: the thread of its progress engine only. Destroy it idle (stop, then progress
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "comch/connection.hpp"
+#include "comch/internal/socket_dir.hpp"
 #include "core/context.hpp"
 #include "core/task.hpp"
 
@@ -62,8 +66,8 @@ class server final : public core::context, private internal::connection_owner {
   size_t connection_count() const noexcept;
   // Peers refused so far (another user, or a protocol version we do not speak).
   uint64_t refused_peers() const noexcept { return refused_peers_; }
-  // The abstract socket name (without its leading NUL).
-  const std::string& socket_name() const noexcept { return socket_name_; }
+  // The socket file the server listens on; set by start() (empty before the first).
+  const std::string& socket_path() const noexcept { return socket_path_; }
   const server_config& config() const noexcept { return config_; }
 
   size_t poll() override;
@@ -85,7 +89,10 @@ class server final : public core::context, private internal::connection_owner {
   size_t accept_all();
 
   server_config config_;
-  std::string socket_name_;
+  std::string socket_directory_;
+  std::string socket_path_;
+  internal::socket_file_id socket_file_;
+  bool made_socket_file_ = false;
   std::unique_ptr<internal::poller> poller_;
   int listener_ = -1;
   std::vector<std::unique_ptr<connection>> connections_;

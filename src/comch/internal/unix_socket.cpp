@@ -16,41 +16,49 @@ namespace {
 // drops what does not fit (MSG_CTRUNC), which receive_with_fds reports as EPROTO.
 constexpr size_t fds_per_receive = 8;
 
-socklen_t abstract_address(std::string_view name, sockaddr_un& addr) noexcept {
+static_assert(sizeof(sockaddr_un::sun_path) == max_socket_path + 1);
+
+// False (errno ENAMETOOLONG) for a path that is empty, holds a NUL or does not fit.
+bool file_address(std::string_view path, sockaddr_un& addr, socklen_t& len) noexcept {
+  if (path.empty() || path.size() > max_socket_path || path.find('\0') != path.npos) {
+    errno = ENAMETOOLONG;
+    return false;
+  }
   std::memset(&addr, 0, sizeof(addr));
   addr.sun_family = AF_UNIX;
-  addr.sun_path[0] = '\0';
-  std::memcpy(addr.sun_path + 1, name.data(), name.size());
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+  return true;
 }
 
 }  // namespace
 
-int listen_abstract(std::string_view name, int backlog) noexcept {
-  if (name.empty() || name.size() > max_abstract_name) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
+int listen_unix(std::string_view path, int backlog) noexcept {
+  sockaddr_un addr;
+  socklen_t len;
+  if (!file_address(path, addr, len)) return -1;
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  sockaddr_un addr;
-  socklen_t len = abstract_address(name, addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd, backlog) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     close_fd(fd);
+    return -1;
+  }
+  if (listen(fd, backlog) != 0) {
+    const int saved = errno;
+    unlink(addr.sun_path);  // the file bind() made would otherwise look like a stale server
+    close(fd);
+    errno = saved;
     return -1;
   }
   return fd;
 }
 
-int connect_abstract(std::string_view name) noexcept {
-  if (name.empty() || name.size() > max_abstract_name) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
+int connect_unix(std::string_view path) noexcept {
+  sockaddr_un addr;
+  socklen_t len;
+  if (!file_address(path, addr, len)) return -1;
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  sockaddr_un addr;
-  socklen_t len = abstract_address(name, addr);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     close_fd(fd);
     return -1;

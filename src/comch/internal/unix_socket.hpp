@@ -1,7 +1,7 @@
-// The operating-system side of the comch control socket: abstract Unix stream sockets, peer
-// credentials (SO_PEERCRED) and sendmsg/recvmsg with descriptors passed as SCM_RIGHTS, plus the
-// eventfd doorbells of the fast path. Plain functions over file descriptors, no state.
-// Thread rules: any thread.
+// The operating-system side of the comch control socket: Unix stream sockets bound to a file
+// (inside the user's private directory, see socket_dir.hpp), peer credentials (SO_PEERCRED) and
+// sendmsg/recvmsg with descriptors passed as SCM_RIGHTS, plus the eventfd doorbells of the fast
+// path. Plain functions over file descriptors, no state. Thread rules: any thread.
 #pragma once
 
 #include <sys/types.h>
@@ -14,8 +14,8 @@
 
 namespace zc::comch::internal {
 
-// Longest abstract socket name Linux accepts (sun_path minus the leading NUL).
-inline constexpr size_t max_abstract_name = 107;
+// Longest socket path Linux accepts: sun_path (108 bytes) less its terminating NUL.
+inline constexpr size_t max_socket_path = 107;
 
 struct peer_credentials {
   pid_t pid = 0;
@@ -23,12 +23,14 @@ struct peer_credentials {
   gid_t gid = 0;
 };
 
-// A non-blocking listening socket bound to the abstract `name`; -1 with errno on failure
-// (EADDRINUSE when another server holds the name).
-int listen_abstract(std::string_view name, int backlog) noexcept;
-// A non-blocking socket connected to the abstract `name`; -1 with errno on failure
-// (ECONNREFUSED when nobody listens on it, EAGAIN when its backlog is full).
-int connect_abstract(std::string_view name) noexcept;
+// A non-blocking listening socket bound to the socket file `path`, which bind() creates; -1 with
+// errno on failure (EADDRINUSE when a file of that name exists, listened on or not;
+// ENAMETOOLONG when `path` does not fit in sun_path).
+int listen_unix(std::string_view path, int backlog) noexcept;
+// A non-blocking socket connected to the socket file `path`; -1 with errno on failure (ENOENT
+// when there is no such file, ECONNREFUSED when nobody listens on it, EAGAIN when its backlog is
+// full, EACCES when the directory is not ours to search).
+int connect_unix(std::string_view path) noexcept;
 // Who is at the other end of a connected Unix socket (as the kernel saw it at connect time).
 bool peer_of(int fd, peer_credentials& out) noexcept;
 

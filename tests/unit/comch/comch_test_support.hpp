@@ -1,17 +1,22 @@
-// Helpers shared by the comch tests: bounded waits, receive memory, and the peer program.
+// Helpers shared by the comch tests: bounded waits, receive memory, the peer program, and socket
+// directories of their own.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comch/client.hpp"
 #include "comch/connection.hpp"
 #include "comch/consumer.hpp"
+#include "comch/internal/socket_dir.hpp"
 #include "comch/producer.hpp"
 #include "comch/server.hpp"
 #include "core/buffer.hpp"
@@ -41,6 +46,50 @@ inline std::span<const uint8_t> bytes_of(std::string_view s) {  // literals: sta
 inline std::string string_of(std::span<const uint8_t> b) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
+
+// Sets (or unsets, for nullopt) an environment variable for the life of the object.
+class scoped_env {
+ public:
+  scoped_env(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      setenv(name, value->c_str(), 1);
+    else
+      unsetenv(name);
+  }
+  ~scoped_env() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// A path under /tmp no other test uses (nothing is made there), removed with whatever is in it at
+// the end.
+struct scratch_path {
+  scratch_path() : path("/tmp/" + zc::test::unique_name("zc-comch-dir")) {}
+  ~scratch_path() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  scratch_path(const scratch_path&) = delete;
+  scratch_path& operator=(const scratch_path&) = delete;
+  std::string path;
+};
+
+// A scratch path used as this test's comch socket directory (ZC_COMCH_DIR); the first server or
+// client to start creates it. Child processes inherit it.
+struct private_socket_dir {
+  scratch_path dir;
+  scoped_env env{internal::socket_dir_variable, dir.path};
+};
 
 // Receive (or send) memory cut into equal buffers.
 struct buffer_set {

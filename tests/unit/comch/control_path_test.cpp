@@ -186,7 +186,7 @@ TEST(comch_control, channel_names_are_per_host_function) {
   server on_pf1(engine, {.device = "dpu0", .representor = "pf1hpf", .name = name});
   ASSERT_EQ(on_pf0.start(), status::success);
   ASSERT_EQ(on_pf1.start(), status::success);  // same name, other host function
-  EXPECT_NE(on_pf0.socket_name(), on_pf1.socket_name());
+  EXPECT_NE(on_pf0.socket_path(), on_pf1.socket_path());
 
   std::vector<connection*> at_pf1;
   client cli(engine, {.device = "pf1hpf", .name = name});
@@ -220,14 +220,29 @@ TEST(comch_control, channel_names_are_per_host_function) {
       wait_limit));
 }
 
-TEST(comch_control, socket_names_fit_and_stay_distinct_when_long) {
+TEST(comch_control, socket_paths_fit_and_stay_distinct_when_long) {
   std::string long_name(300, 'x');
-  std::string a = socket_name("auto", long_name);
-  std::string b = socket_name("auto", long_name + "y");
-  EXPECT_LE(a.size(), internal::max_abstract_name);
-  EXPECT_NE(a, b);
-  EXPECT_EQ(a, socket_name("auto", long_name));
-  EXPECT_EQ(socket_name("", "n"), socket_name("auto", "n"));
+  for (const std::string& directory :
+       {std::string("/run/user/1000/zcstore-comch"), "/tmp/" + std::string(60, 'd')}) {
+    std::string a = socket_path(directory, "auto", long_name);
+    std::string b = socket_path(directory, "auto", long_name + "y");
+    EXPECT_LE(a.size(), internal::max_socket_path);
+    EXPECT_EQ(a.rfind(directory + "/", 0), 0u) << a;
+    EXPECT_NE(a, b);
+    EXPECT_EQ(a, socket_path(directory, "auto", long_name));
+  }
+  EXPECT_EQ(socket_path("/d", "", "n"), socket_path("/d", "auto", "n"));
+  EXPECT_EQ(socket_path("/d", "auto", "doca_storage_comch"), "/d/auto@doca_storage_comch");
+  // One file name each, whatever the labels hold, and no two pairs share one.
+  EXPECT_EQ(socket_path("/d", "pf0", "a/../b"), "/d/pf0@a%2F..%2Fb");
+  EXPECT_NE(socket_path("/d", "a@b", "c"), socket_path("/d", "a", "b@c"));
+  // A directory that leaves no room even for a hashed name is refused, not truncated.
+  try {
+    socket_path("/" + std::string(internal::max_socket_path - 20, 'd'), "auto", "n");
+    FAIL() << "a socket path longer than sun_path was made";
+  } catch (const status_error& e) {
+    EXPECT_EQ(e.code(), status::bad_config) << e.what();
+  }
 }
 
 TEST(comch_control, unknown_name_is_not_found) {
@@ -425,7 +440,7 @@ TEST(comch_control, server_stop_moves_the_client_out_of_running) {
 TEST(comch_control, oversize_frame_from_a_peer_drops_its_connection) {
   channel_pair p(channel_name(), /*server_max=*/256);
   p.connect();
-  raw_peer rogue(p.srv.socket_name());
+  raw_peer rogue(p.srv.socket_path());
   ASSERT_GE(rogue.fd, 0);
   rogue.hello();
   ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
@@ -445,12 +460,12 @@ TEST(comch_control, unknown_frames_and_skipped_handshakes_drop_the_peer) {
   channel_pair p;
   p.connect();
   {
-    raw_peer no_hello(p.srv.socket_name());
+    raw_peer no_hello(p.srv.socket_path());
     ASSERT_TRUE(no_hello.send_frame(uint16_t(internal::frame_type::message), bytes_of("hi"), 2));
     EXPECT_TRUE(no_hello.closed_by_server(p.engine, wait_limit));
   }
   {
-    raw_peer garbage(p.srv.socket_name());
+    raw_peer garbage(p.srv.socket_path());
     garbage.hello();
     ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
     ASSERT_TRUE(garbage.send_frame(0x7777, bytes_of("??"), 2));
@@ -464,7 +479,7 @@ TEST(comch_control, unknown_frames_and_skipped_handshakes_drop_the_peer) {
 TEST(comch_control, peer_speaking_another_protocol_version_is_refused) {
   channel_pair p;
   p.connect();
-  raw_peer future(p.srv.socket_name());
+  raw_peer future(p.srv.socket_path());
   std::vector<uint8_t> hello;
   byte_writer w(hello);
   w.u32(internal::protocol_version + 1);
@@ -573,7 +588,7 @@ struct three_descriptors {
 TEST(comch_control, descriptors_that_no_frame_declares_drop_the_peer) {
   channel_pair p;
   p.connect();
-  raw_peer rogue(p.srv.socket_name());
+  raw_peer rogue(p.srv.socket_path());
   ASSERT_TRUE(rogue.hello());
   ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
   const size_t before = open_descriptors();
@@ -592,7 +607,7 @@ TEST(comch_control, descriptors_that_no_frame_declares_drop_the_peer) {
 TEST(comch_control, descriptors_piling_up_inside_one_frame_drop_the_peer) {
   channel_pair p;
   p.connect();
-  raw_peer rogue(p.srv.socket_name());
+  raw_peer rogue(p.srv.socket_path());
   ASSERT_TRUE(rogue.hello());
   ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
   const size_t before = open_descriptors();
@@ -612,7 +627,7 @@ TEST(comch_control, descriptors_piling_up_inside_one_frame_drop_the_peer) {
 TEST(comch_control, consumer_announcements_beyond_the_limit_are_refused) {
   channel_pair p;
   p.connect();
-  raw_peer rogue(p.srv.socket_name());
+  raw_peer rogue(p.srv.socket_path());
   ASSERT_TRUE(rogue.hello());
   ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
   std::shared_ptr<core::memory_map> memory = core::memory_map::allocate(
@@ -636,7 +651,7 @@ TEST(comch_control, consumer_announcements_beyond_the_limit_are_refused) {
 TEST(comch_control, a_second_consumer_with_the_same_id_is_refused_and_the_first_kept) {
   channel_pair p;
   p.connect();
-  raw_peer rogue(p.srv.socket_name());
+  raw_peer rogue(p.srv.socket_path());
   ASSERT_TRUE(rogue.hello());
   ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
   connection& to_rogue = *p.connected[1];
@@ -677,11 +692,11 @@ TEST(comch_control, peers_that_never_finish_the_handshake_get_no_receive_buffer)
   const size_t before = resident_bytes();
   std::vector<std::unique_ptr<raw_peer>> peers;
   for (int i = 0; i < silent; ++i) {
-    peers.push_back(std::make_unique<raw_peer>(p.srv.socket_name()));
+    peers.push_back(std::make_unique<raw_peer>(p.srv.socket_path()));
     ASSERT_GE(peers.back()->fd, 0);
   }
   // One that does say hello, after them: once it is connected, the server has accepted them all.
-  raw_peer talker(p.srv.socket_name());
+  raw_peer talker(p.srv.socket_path());
   ASSERT_TRUE(talker.hello());
   ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
   EXPECT_LT(resident_bytes() - before, size_t(max_msg_size_limit))
@@ -692,7 +707,7 @@ TEST(comch_control, peers_that_never_finish_the_handshake_get_no_receive_buffer)
 TEST(comch_control, a_dropped_connection_leaves_the_poll_set_even_if_its_socket_lives_on) {
   channel_pair p;
   p.connect();
-  raw_peer rogue(p.srv.socket_name());
+  raw_peer rogue(p.srv.socket_path());
   ASSERT_TRUE(rogue.hello());
   ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
   // A child forked now holds a copy of every descriptor, the server's end of this connection
@@ -745,7 +760,7 @@ TEST(comch_control, a_stopped_server_leaves_its_listener_out_of_the_poll_set) {
   close(hold[0]);
   srv.stop();
   ASSERT_TRUE(engine.run_until([&] { return srv.state() == context_state::idle; }, wait_limit));
-  const int knocking = internal::connect_abstract(srv.socket_name());  // queued on the child's copy
+  const int knocking = internal::connect_unix(srv.socket_path());  // queued on the child's copy
   EXPECT_GE(knocking, 0);
   pollfd ready{srv.wait_fd(), POLLIN, 0};
   EXPECT_EQ(::poll(&ready, 1, 100), 0) << "the stopped server still polls its listener";

@@ -1,10 +1,12 @@
 // Comch between two processes (the other one is zc_comch_channel_peer): control messages and
 // the fast path both ways, peers killed mid-stream, and peers of another user.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 
+#include "comch/address.hpp"
 #include "comch_test_support.hpp"
 
 namespace zc::comch::test {
@@ -177,6 +179,7 @@ TEST(comch_cross_process, client_killed_mid_stream_gives_a_disconnect_and_expire
 }
 
 TEST(comch_cross_process, server_killed_mid_stream_moves_the_client_out_of_running) {
+  private_socket_dir ours;  // the killed server cannot remove its socket file; this goes with it
   std::string name = channel_name();
   subprocess peer({peer_path(), "server", "--name", name, "--stream"});
   ASSERT_TRUE(peer.wait_for_output("LISTENING", wait_limit)) << peer.output();
@@ -217,11 +220,24 @@ TEST(comch_cross_process, server_killed_mid_stream_moves_the_client_out_of_runni
 }
 
 constexpr const char* nobody = "65534";
+constexpr uid_t nobody_uid = 65534;
+
+// Our socket directory keeps other users out (socket_dir_test.cpp). Should one get in anyway,
+// both ends still refuse each other by their credentials (SO_PEERCRED): the two tests below open
+// a way in by hand.
 
 TEST(comch_cross_process, clients_of_another_user_are_refused) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run the peer as another user";
+  private_socket_dir ours;
   local_server s;
-  subprocess peer({peer_path(), "client", "--name", s.name, "--as-uid", nobody});
+  // The way in: a link to our socket, open to all, in a socket directory of theirs.
+  scratch_path theirs;
+  ASSERT_EQ(mkdir(theirs.path.c_str(), 0700), 0);
+  ASSERT_EQ(chown(theirs.path.c_str(), nobody_uid, nobody_uid), 0);
+  ASSERT_EQ(link(s.srv.socket_path().c_str(), socket_path(theirs.path, "auto", s.name).c_str()), 0);
+  ASSERT_EQ(chmod(s.srv.socket_path().c_str(), 0777), 0);
+  subprocess peer({peer_path(), "client", "--name", s.name, "--as-uid", nobody},
+                  {{internal::socket_dir_variable, theirs.path}});
   ASSERT_TRUE(s.run([&] { return s.srv.refused_peers() == 1; })) << peer.output();
   auto exit_code = peer.wait(wait_limit);
   if (exit_code == 4) GTEST_SKIP() << "cannot change uid here: " << peer.output();
@@ -235,12 +251,19 @@ TEST(comch_cross_process, clients_of_another_user_are_refused) {
 
 TEST(comch_cross_process, a_server_of_another_user_is_refused) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run the peer as another user";
+  private_socket_dir ours;
+  scratch_path theirs;  // the peer makes it, as its socket directory
   std::string name = channel_name();
-  subprocess peer({peer_path(), "server", "--name", name, "--as-uid", nobody});
+  subprocess peer({peer_path(), "server", "--name", name, "--as-uid", nobody},
+                  {{internal::socket_dir_variable, theirs.path}});
   if (!peer.wait_for_output("LISTENING", wait_limit)) {
     if (peer.wait(wait_limit) == 4) GTEST_SKIP() << "cannot change uid here: " << peer.output();
     FAIL() << peer.output();
   }
+  // The way in: a link in our directory to their socket (root may follow it anywhere).
+  ASSERT_EQ(symlink(socket_path(theirs.path, "auto", name).c_str(),
+                    socket_path(internal::socket_directory(), "auto", name).c_str()),
+            0);
   core::progress_engine engine(core::poll_mode::event);
   client cli(engine, {.name = name});
   try {
@@ -248,6 +271,7 @@ TEST(comch_cross_process, a_server_of_another_user_is_refused) {
     FAIL() << "connected to a server of another user";
   } catch (const status_error& e) {
     EXPECT_EQ(e.code(), status::not_permitted) << e.what();
+    EXPECT_NE(std::string(e.what()).find("another user"), std::string::npos) << e.what();
   }
   EXPECT_EQ(cli.state(), context_state::idle);
 }

@@ -40,7 +40,7 @@ struct comch_hostile_ring : ::testing::Test {
                               .on_disconnect = [this](connection&) { conn = nullptr; }});
     ASSERT_EQ(srv->start(), status::success);
     peer.emplace(std::vector<std::string>{std::string(ZC_BINARY_DIR) + "/tests/zc_comch_ring_peer",
-                                          "--socket", srv->socket_name()});
+                                          "--socket", srv->socket_path()});
     ASSERT_TRUE(run([&] { return conn != nullptr; })) << peer->output();
   }
   void TearDown() override {

@@ -38,7 +38,7 @@ struct raw_frame {
 
 class raw_peer {
  public:
-  explicit raw_peer(const std::string& socket) : fd(internal::connect_abstract(socket)) {}
+  explicit raw_peer(const std::string& socket_path) : fd(internal::connect_unix(socket_path)) {}
   ~raw_peer() {
     internal::close_fd(fd);
     for (int f : pending_fds_) internal::close_fd(f);

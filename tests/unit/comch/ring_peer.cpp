@@ -1,8 +1,8 @@
 // A hostile comch peer in its own process (built as zc_comch_ring_peer): it speaks the socket
 // protocol by hand (raw_peer.hpp) and writes whatever the test asks into the shared-memory queues,
 // true or not.
-//   zc_comch_ring_peer --socket NAME
-// connects to the server at abstract socket NAME, says hello, maps every consumer the server
+//   zc_comch_ring_peer --socket PATH
+// connects to the server listening on socket file PATH, says hello, maps every consumer the server
 // announces (the latest is "theirs", and a control message "mapped <id>" says it is mapped), and
 // runs the commands the test sends as control messages, answering each with one control message:
 //   claim                     claim theirs' next posted buffer     -> "claimed <pos>" | "none"
@@ -104,7 +104,7 @@ class ring_peer {
 
 int main(int argc, char** argv) {
   if (argc != 3 || std::string(argv[1]) != "--socket") {
-    std::fprintf(stderr, "usage: %s --socket NAME\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --socket PATH\n", argv[0]);
     return 2;
   }
   raw_peer socket(argv[2]);
