@@ -4,10 +4,13 @@
 // activation by nbdinfo; SIGTERM ends it with exit 0 and the pipeline behind it ends its session;
 // a lost service ends it with exit 1; an ext4 file system made, written and read back through
 // nbdfuse and a loop device. Every wait is bounded; a missing client skips its test.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -180,6 +183,64 @@ TEST_F(nbd_pipeline, a_silent_service_fails_the_requests_and_ends_the_export) {
   EXPECT_TRUE(r.code.has_value() && *r.code != 0) << r.output << output(p);
   EXPECT_EQ(nbd->wait(start_timeout), std::optional<int>(1)) << output(p);
   EXPECT_NE(nbd->output().find("gave up on the service"), std::string::npos) << nbd->output();
+}
+
+// Fencing seen from a real client: the target stalls (SIGSTOP) past the control timeout while
+// qemu-io writes, the write fails (EIO) rather than hang, the target resumes (SIGCONT) with what
+// it had queued, and no acknowledged byte changes: a fresh pipeline over the same backing file
+// reads back every block as it was acknowledged, except the blocks of the failed write, each of
+// which holds its old or its new bytes, whole.
+TEST_F(nbd_pipeline, a_stalled_target_changes_no_acknowledged_byte) {
+  for (const char* c : {"qemu-img", "qemu-io", "nbdcopy"})
+    if (!have(c)) GTEST_SKIP() << c << " is not installed";
+  constexpr uint32_t blocks = 1024;  // 4 MiB
+  constexpr uint64_t disk = uint64_t(blocks) * block_size;
+  constexpr uint64_t failed_at = 64 * 1024, failed_length = 64 * 1024;
+  const pipeline_options options{.block_count = blocks,
+                                 .backing_file = (dir_ / "disk.img").string()};
+  const auto image = content_bytes(disk, 31);
+  const auto in = dir_ / "in.img";
+  {
+    std::ofstream f(in, std::ios::binary);
+    f.write(image.data(), static_cast<std::streamsize>(image.size()));
+  }
+  {
+    pipeline p(options);
+    ASSERT_TRUE(start(p)) << output(p);
+    auto acked =
+        run_client({"qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", in.string(), uri()});
+    ASSERT_EQ(acked.code, std::optional<int>(0)) << acked.output << output(p);
+    p.target->signal(SIGSTOP);
+    auto failed = run_client({"qemu-io", "-f", "raw", uri(), "-c",
+                              fmt::format("write -P 0x77 {} {}", failed_at, failed_length)});
+    p.target->signal(SIGCONT);
+    EXPECT_TRUE(failed.code.has_value()) << "qemu-io hung\n" << output(p);
+    EXPECT_NE(failed.output.find("error"), std::string::npos) << failed.output << output(p);
+    // The session ends: the service fenced and answered, then the export ends.
+    EXPECT_TRUE(nbd->wait(start_timeout).has_value()) << output(p);
+    EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << output(p);
+    EXPECT_NE(p.service->output().find("fencing"), std::string::npos) << output(p);
+    // The resumed target serves what it had queued, hears the service is gone, and ends.
+    if (!p.target->wait(start_timeout).has_value()) p.target->signal(SIGKILL);
+    ASSERT_TRUE(p.target->wait(start_timeout).has_value());
+  }
+  pipeline again(options);
+  ASSERT_TRUE(start(again)) << output(again);
+  auto out = run_client({"nbdcopy", uri(), (dir_ / "out.img").string()});
+  ASSERT_EQ(out.code, std::optional<int>(0)) << out.output << output(again);
+  const auto back = read_all(dir_ / "out.img");
+  ASSERT_EQ(back.size(), image.size());
+  for (uint64_t b = 0; b < blocks; ++b) {
+    const uint64_t at = b * block_size;
+    const bool same = std::memcmp(back.data() + at, image.data() + at, block_size) == 0;
+    if (at >= failed_at && at < failed_at + failed_length) {
+      const bool all_new = std::all_of(back.begin() + at, back.begin() + at + block_size,
+                                       [](char c) { return c == 0x77; });
+      EXPECT_TRUE(same || all_new) << "block " << b << " of the failed write is torn";
+    } else {
+      ASSERT_TRUE(same) << "acknowledged block " << b << " changed";
+    }
+  }
 }
 
 TEST_F(nbd_pipeline, bad_flags_are_one_line_and_status_2) {

@@ -59,7 +59,8 @@ inline std::vector<std::string> cpu_flags(uint32_t workers) {
 struct pipeline_options {
   uint32_t workers = 1;
   uint32_t block_count = zc::test::block_count;
-  std::string content;  // the target's --binary-content
+  std::string content;       // the target's --binary-content
+  std::string backing_file;  // the target's --backing-file
   // Where the target runs and how the service reaches it (tests across network namespaces).
   std::vector<std::string> target_prefix;  // e.g. {"ip", "netns", "exec", "ns1"}
   std::string target_device = "auto";
@@ -84,6 +85,10 @@ class pipeline {
     if (!options_.content.empty()) {
       argv.push_back("--binary-content");
       argv.push_back(options_.content);
+    }
+    if (!options_.backing_file.empty()) {
+      argv.push_back("--backing-file");
+      argv.push_back(options_.backing_file);
     }
     target = std::make_unique<subprocess>(argv);
     if (!target->wait_for_output("listening on port", start_timeout)) return false;
