@@ -259,13 +259,17 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
   for (uint32_t k = 0; k < gga_target_count; ++k) {
     control_[k] = std::make_unique<rdma::context>(engine, device);
     data_[k] = std::make_unique<rdma::context>(engine, device);
-    for (rdma::context* ctx : {control_[k].get(), data_[k].get()})
+    for (rdma::context* ctx : {control_[k].get(), data_[k].get()}) {
+      // One timeout model (worker_host.hpp): a step's deadline is the control timeout; the rdma
+      // task timeout, twice it, is only the transport's backstop.
+      ctx->set_task_timeout(rdma_timeout_for(config_.storage_timeout));
       ctx->set_state_changed_callback(
           [this, k](core::context&, core::context_state previous, core::context_state next) {
             if (serving_ && previous == core::context_state::running &&
                 next != core::context_state::running)
               suspect(k);
           });
+    }
     control_[k]->set_permissions(core::access::local_read_only);
     // The targets write the halves they read into our chunks and read the halves they write.
     data_[k]->set_permissions(core::access::rdma_read | core::access::rdma_write);

@@ -28,10 +28,17 @@ namespace zc::service {
 struct worker_limits {
   std::chrono::milliseconds command{10000};  // building, connecting, each command
   std::chrono::milliseconds drain{5000};     // at stop: IOs in flight, then the contexts
-  // A relayed IO's deadline at the target and the rdma task timeout: one timeout model, the
-  // control timeout (a host's IO deadline is twice it, host::io_timeout_for).
+  // A relayed IO's (a step's) deadline at the target: the control timeout.
   std::chrono::milliseconds io{5000};
 };
+
+// The timeout model of a service, all from --control-timeout T: a control request, a relayed IO
+// or a gga step the target leaves unanswered for T loses the target (fenced, then its IOs
+// answered); the rdma layer's own task timeout is 2T, a backstop that the service's deadlines
+// come before; a host gives up on the service after 2T (host::io_timeout_for).
+inline std::chrono::milliseconds rdma_timeout_for(std::chrono::milliseconds io_deadline) {
+  return 2 * io_deadline;
+}
 
 template <typename IoPath>
 class worker_host {

@@ -236,9 +236,9 @@ zero_copy_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
   // io_control: nothing of ours is the peer's to touch. io_data: the target moves the host's
   // pages (our re-export of them) both ways through it.
   for (rdma::context* ctx : {control_.get(), data_.get()}) {
-    // One timeout model: an rdma task the target does not complete within the control timeout
-    // fails its connection, as a relayed IO the target does not answer in that time does.
-    ctx->set_task_timeout(io_timeout);
+    // One timeout model (worker_host.hpp): a relayed IO's deadline is the control timeout; the
+    // rdma task timeout, twice it, is only the transport's backstop.
+    ctx->set_task_timeout(rdma_timeout_for(io_timeout));
     ctx->set_state_changed_callback(
         [this, ctx](core::context&, core::context_state previous, core::context_state next) {
           if (serving_ && !fencing_ && previous == core::context_state::running &&
@@ -373,7 +373,10 @@ void zero_copy_worker::io_path::on_request(request_slot& s) noexcept {
   s.relaying = true;
   s.awaiting = true;
   ++awaiting_;
-  s.deadline = engine_.coarse_time() + io_timeout_;
+  // A flush moves no data and may take as long as the target's storage needs to sync: it is
+  // not held to the deadline (the host's own IO deadline still bounds it).
+  s.deadline = msg.type() == io_message_type::flush ? core::steady_clock::time_point::max()
+                                                    : engine_.coarse_time() + io_timeout_;
   if (s.deadline < next_check_) next_check_ = s.deadline;
   relay(index);
 }

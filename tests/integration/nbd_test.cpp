@@ -211,6 +211,7 @@ TEST_F(nbd_pipeline, a_stalled_target_changes_no_acknowledged_byte) {
         run_client({"qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", in.string(), uri()});
     ASSERT_EQ(acked.code, std::optional<int>(0)) << acked.output << output(p);
     p.target->signal(SIGSTOP);
+    ASSERT_TRUE(p.target->wait_stopped(start_timeout));
     auto failed = run_client({"qemu-io", "-f", "raw", uri(), "-c",
                               fmt::format("write -P 0x77 {} {}", failed_at, failed_length)});
     p.target->signal(SIGCONT);

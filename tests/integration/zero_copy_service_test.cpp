@@ -355,6 +355,7 @@ TEST(zero_copy_service, a_stalled_target_never_lands_a_transfer_after_its_io_fai
   ASSERT_TRUE(w) << p.outputs();
   ASSERT_EQ(w->view().result(), status::success);
   p.target->signal(SIGSTOP);
+  ASSERT_TRUE(p.target->wait_stopped(start_timeout));
   auto r = h.io(read_op, 2, block_size, block_size, 0);
   ASSERT_TRUE(r) << "the stalled IO was never answered\n" << p.outputs();
   EXPECT_EQ(r->view().user_data(), 2u);

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -121,6 +122,26 @@ std::string unique_name(const std::string& prefix) {
 std::string binary(const std::string& program) {
   return std::string(ZC_BINARY_DIR) + "/apps/" + program.substr(program.find('_') + 1) + "/" +
          program;
+}
+
+}  // namespace zc::test
+
+namespace zc::test {
+
+bool subprocess::wait_stopped(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::string path = "/proc/" + std::to_string(pid_) + "/stat";
+  for (;;) {
+    std::ifstream in(path);
+    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    // "pid (comm) S ...": the state follows the last ')'.
+    const size_t close = stat.rfind(')');
+    if (close != std::string::npos && close + 2 < stat.size() &&
+        (stat[close + 2] == 'T' || stat[close + 2] == 't'))
+      return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 }  // namespace zc::test

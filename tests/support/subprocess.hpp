@@ -26,6 +26,9 @@ class subprocess {
   std::optional<int> wait(std::chrono::milliseconds timeout);
   bool running();
   void signal(int signo);
+  // After signal(SIGSTOP): waits until the kernel has really stopped the child (kill() returns
+  // before it has; a stopped child does nothing more); false on timeout.
+  bool wait_stopped(std::chrono::milliseconds timeout);
   // Everything the child printed on stdout and stderr so far.
   std::string output() const;
   // Waits until the output contains `text`; false on timeout or if the child exits first.
