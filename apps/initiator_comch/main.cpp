@@ -81,6 +81,15 @@ outcome run_workers(host::session& session, const initiator::execution_plan& pla
       out.failure = fmt::format("lost the service: {}", status_name(s));
       stopping = true;
     }
+    // A worker that gave up on a silent service holds the IOs the service has (their memory may
+    // still be written): the run ends, and with it the process, rather than wait on them.
+    if (!stopping) {
+      if (auto [why, w] = session.queue_failure(); w != nullptr) {
+        out.failure =
+            fmt::format("worker on cpu {} gave up on the service: {}", w->cpu(), status_name(why));
+        stopping = true;
+      }
+    }
     if (stopping && drain_deadline == clock_type::time_point::max()) {
       stop_all();
       drain_deadline = clock_type::now() + 2 * config.control_timeout();

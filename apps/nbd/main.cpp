@@ -100,14 +100,10 @@ int run(const nbd_app::nbd_config& config) {
       }
       // A worker whose IO went unanswered past its deadline gave up on the service (it may still
       // act on those IOs): as for the initiator, the session is over.
-      for (auto& w : session.workers()) {
-        const status why =
-            w->thread().call([q = w->queue()] { return q->failure(); }, config.control_timeout());
-        if (ok(why)) continue;
+      if (auto [why, w] = session.queue_failure(); w != nullptr) {
         ZC_LOG_ERROR("worker on cpu {} gave up on the service ({}): ending", w->cpu(),
                      status_name(why));
         lost = true;
-        break;
       }
     }
     if (!lost) ZC_LOG_INFO("stop requested: finishing the requests in flight");

@@ -158,6 +158,15 @@ void session::start() {
           storage::empty_payload{}, options_.control_timeout);
 }
 
+std::pair<status, worker*> session::queue_failure() {
+  for (auto& w : workers_) {
+    const status why =
+        w->thread().call([q = w->queue()] { return q->failure(); }, options_.control_timeout);
+    if (!ok(why)) return {why, w.get()};
+  }
+  return {status::success, nullptr};
+}
+
 status session::watch(std::chrono::milliseconds slice) {
   auto r = storage::wait_for(*channel_, slice, storage::on_stop_request::carry_on);
   take_consumer_events();

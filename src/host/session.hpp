@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/memory_map.hpp"
@@ -76,6 +77,11 @@ class session {
   // there and silent, otherwise why the session is over (the channel failed, or the service sent
   // something unrequested: unexpected).
   status watch(std::chrono::milliseconds slice);
+  // The first worker whose queue stopped working — it gave up on a silent service (time_out), or
+  // its consumer failed — with that worker; success (and null) while every queue works. A queue
+  // that gave up still holds the IOs the service has: the session is over, and the program ends
+  // it rather than reuse their memory.
+  std::pair<status, worker*> queue_failure();
 
   // Both go on after Ctrl-C (bounded): they are how Ctrl-C ends a run cleanly.
   void stop();

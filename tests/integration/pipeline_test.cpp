@@ -159,6 +159,23 @@ TEST(pipeline, a_service_killed_mid_run_fails_the_initiator_and_ends_the_target_
   EXPECT_TRUE(p.target->running());
 }
 
+// A service that stops answering (SIGSTOP: its channel stays up): the initiator's IOs pass their
+// deadline (twice the control timeout) and it gives up on the service; it does not reuse the
+// memory of the IOs the service has, so it ends the run (exit 1) instead of waiting on them.
+TEST(pipeline, a_silent_service_fails_the_initiator_in_bounded_time) {
+  pipeline p;
+  start_long_run(p);
+  p.service->signal(SIGSTOP);
+  ASSERT_TRUE(p.service->wait_stopped(start_timeout));
+  const auto bound = std::chrono::seconds(4 * control_timeout_s) + exit_margin;
+  auto initiator = p.initiator->wait(bound);
+  p.service->signal(SIGCONT);
+  ASSERT_TRUE(initiator.has_value()) << p.all_output();
+  EXPECT_NE(*initiator, 0) << p.all_output();
+  EXPECT_NE(p.initiator->output().find("gave up on the service"), std::string::npos)
+      << p.all_output();
+}
+
 TEST(pipeline, an_initiator_killed_mid_run_ends_the_service_and_the_target) {
   pipeline p;
   start_long_run(p);
