@@ -344,9 +344,9 @@ TEST(zero_copy_service, a_killed_target_ends_the_session_with_a_failure) {
 // memory. The host then reuses the IO's memory at once; when the target resumes (SIGCONT) and
 // serves the stale read, nothing of it may land there, and what was written before is intact.
 TEST(zero_copy_service, a_stalled_target_never_lands_a_transfer_after_its_io_failed) {
-  pipeline p;
+  pipeline p(2);
   ASSERT_TRUE(p.up()) << p.outputs();
-  host h(p.channel, geometry);
+  host h(p.channel, geometry, 2);
   ASSERT_TRUE(h.walk_to_running()) << p.outputs();
   uint8_t* region = h.region().data();
   // Block 0 of the storage holds 0x5A: a stale read of it would put 0x5A into the region.
@@ -356,16 +356,21 @@ TEST(zero_copy_service, a_stalled_target_never_lands_a_transfer_after_its_io_fai
   ASSERT_EQ(w->view().result(), status::success);
   p.target->signal(SIGSTOP);
   ASSERT_TRUE(p.target->wait_stopped(start_timeout));
-  auto r = h.io(read_op, 2, block_size, block_size, 0);
+  auto r = h.io(read_op, 2, block_size, block_size, 0, 0);
   ASSERT_TRUE(r) << "the stalled IO was never answered\n" << p.outputs();
   EXPECT_EQ(r->view().user_data(), 2u);
   EXPECT_NE(r->view().result(), status::success);
-  // The host reuses the slot's memory at once, then the target resumes with the stale read.
-  std::memset(region + block_size, 0xC3, block_size);
+  // The host reuses the slot's memory at once and retries the read on its other worker, into
+  // other memory: it fails too (the target is fenced for the whole session), and never hangs.
+  std::memset(region + block_size, 0xC3, 2 * block_size);
+  if (auto retry = h.io(read_op, 3, block_size, 2 * block_size, 0, 1)) {
+    EXPECT_EQ(retry->view().user_data(), 3u);
+    EXPECT_NE(retry->view().result(), status::success);
+  }
   p.target->signal(SIGCONT);
   // Long enough for the resumed target to serve what it had queued.
   std::this_thread::sleep_for(1500ms);
-  for (uint32_t i = 0; i < block_size; ++i)
+  for (uint32_t i = 0; i < 2 * block_size; ++i)
     ASSERT_EQ(region[block_size + i], 0xC3) << "a stale transfer landed at byte " << i << "\n"
                                             << p.outputs();
   EXPECT_NE(p.service->output().find("fencing"), std::string::npos) << p.outputs();
