@@ -134,6 +134,13 @@ class task_pool final : public task_pool_base {
 
   T* at(uint32_t index) noexcept { return index < tasks_.size() ? tasks_[index].get() : nullptr; }
 
+  // The owner is gone, and nothing of this pool is queued in its engine any more (~context made
+  // its engine forget its completions): the pool may outlive it, and its destructor touches no
+  // owner (rdma: tasks UCX still references after their context was destroyed).
+  void detach() noexcept {
+    for (auto& t : tasks_) t->context_ = nullptr;
+  }
+
  private:
   void release(task_base& t) noexcept override {
     if (!t.allocated_) return;
@@ -151,7 +158,8 @@ class task_pool final : public task_pool_base {
   }
 
   void forget_queued() noexcept {
-    if (!tasks_.empty()) internal::forget_queued(*this, *tasks_.front()->context_);
+    if (!tasks_.empty() && tasks_.front()->context_ != nullptr)
+      internal::forget_queued(*this, *tasks_.front()->context_);
   }
 
   std::vector<std::unique_ptr<T>> tasks_;

@@ -181,7 +181,8 @@ size_t io_queue::poll() {
 }
 
 core::steady_clock::time_point io_queue::next_deadline() const {
-  return in_flight_ != 0 ? next_check_ : core::steady_clock::time_point::max();
+  return in_flight_ != 0 && failure_ == status::success ? next_check_
+                                                        : core::steady_clock::time_point::max();
 }
 
 void io_queue::on_sent(comch::producer_send_task& t, bool ok) {
@@ -267,6 +268,7 @@ void io_queue::finish_if_done(uint32_t index) noexcept {
 // `why` now. IOs the service has stay in flight (see poll()).
 void io_queue::give_up(status why) noexcept {
   if (failure_ == status::success) failure_ = why;
+  next_check_ = core::steady_clock::time_point::max();  // no deadline is checked any more
   while (backlog_count_ != 0) {
     const uint32_t index = backlog_[backlog_head_];
     backlog_head_ = (backlog_head_ + 1) % backlog_.size();
@@ -277,8 +279,9 @@ void io_queue::give_up(status why) noexcept {
   }
 }
 
-// The connection to the service is gone (or this side stops): nothing can reach the IOs' memory
-// through it any more, so every IO in flight completes with `why`.
+// The connection to the service is gone, or this side stops: every IO in flight completes with
+// `why`. After a stop (not a lost connection) a service that was given up on may still move the
+// data of the IOs it had: see stop().
 void io_queue::fail_all(status why) noexcept {
   give_up(why);
   for (uint32_t i = 0; i < slots_.size(); ++i) {

@@ -91,7 +91,10 @@ class io_queue final : public core::event_source {
   // Responses that matched no IO in flight (late, duplicated or forged), and malformed ones.
   uint64_t stray_responses() const noexcept { return stray_; }
 
-  // Stops both comch endpoints; in-flight IOs complete with shutdown.
+  // Stops both comch endpoints; in-flight IOs complete with shutdown. Stopping our endpoints does
+  // not stop a live service: once the queue gave up on it (failure() is time_out), the memory of
+  // the IOs it had may still be written until it is gone, so a caller ends the session and its
+  // IO region rather than reuse that memory (the initiator and zcstore_nbd end the program).
   void stop() noexcept;
   bool stopped() const noexcept;
 

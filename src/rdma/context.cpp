@@ -83,6 +83,9 @@ void context::orphan_tasks() noexcept {
       "rdma: UCX still references {} tasks of a destroyed context; their memory is kept until "
       "UCX lets go of the last of them",
       home->held);
+  // The pools outlive this context: their completions still queued are dropped now, while the
+  // engine is known, and they are detached, so that freeing them touches neither.
+  std::apply([this](auto&... pool) { ((engine().forget(pool), pool.detach()), ...); }, *pools_);
   home->pools = std::shared_ptr<pools>(std::move(pools_));
 }
 

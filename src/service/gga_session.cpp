@@ -250,9 +250,10 @@ void gga_session::stop_workers() noexcept {
 }
 
 void gga_session::teardown() noexcept {
+  // Withdrawn first: workers that never started (no IO relayed) are torn down without a fence.
+  if (region_) region_->withdraw_rdma_export();
   if (workers_.started()) stop_workers();
   workers_.clear();
-  if (region_) region_->withdraw_rdma_export();
   region_.reset();
   host_map_.reset();
 }

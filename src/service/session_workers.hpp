@@ -58,8 +58,10 @@ class session_workers {
           return true;
         },
         timeout);
-    for (size_t i = 0; i < workers_.size(); ++i) workers_[i]->start_data_path(ids[i]);
+    // Started before the first data path runs: a failure part way through still stops (fences)
+    // the ones that run.
     started_ = true;
+    for (size_t i = 0; i < workers_.size(); ++i) workers_[i]->start_data_path(ids[i]);
   }
   // Every worker stops taking IOs; then one wait, bounded by the drain limit, for all of them to
   // answer what they have in flight. It ends early once a target is lost: a target that failed
@@ -108,8 +110,9 @@ class session_workers {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     if (!fenced) end_process_unfenced("a target's transfers could not be fenced off the host");
-    for_each_worker(workers_,
-                    [&](Worker& w) { w.steps().answer_held(status::connection_reset, deadline); });
+    const auto answered_by = core::steady_clock::now() + workers_.front()->steps().drain_limit();
+    for_each_worker(
+        workers_, [&](Worker& w) { w.steps().answer_held(status::connection_reset, answered_by); });
     stats_.clear();
     for (auto& w : workers_) {
       Stats s{};

@@ -121,9 +121,11 @@ bool worker_host<IoPath>::wait_drained(core::steady_clock::time_point deadline,
       remaining(deadline));
 }
 
+// Posted, not called: stopping a context against a stalled peer waits for its goodbye and close
+// (the rdma layer bounds each), and every worker's fence runs at the same time.
 template <typename IoPath>
 void worker_host<IoPath>::begin_fence() {
-  call([](IoPath& io) { io.stop_rdma(); });
+  thread_.post([io = io_.get()] { io->stop_rdma(); });
 }
 
 template <typename IoPath>

@@ -177,9 +177,10 @@ void zero_copy_session::stop_workers() noexcept {
 }
 
 void zero_copy_session::teardown() noexcept {
+  // Withdrawn first: workers that never started (no IO relayed) are torn down without a fence.
+  if (host_map_) host_map_->withdraw_rdma_export();
   if (workers_.started()) stop_workers();
   workers_.clear();
-  if (host_map_) host_map_->withdraw_rdma_export();
   host_map_.reset();
 }
 

@@ -109,6 +109,7 @@ class zero_copy_worker::io_path final : public core::event_source {
     uint32_t generation = 0;
     bool busy = false;       // taken from the host, not yet free for the next request
     bool relaying = false;   // the relay is queued or UCX holds its send
+    bool queued = false;     // the relay waits in relays_: the target cannot have it yet
     bool awaiting = false;   // the target has (or may have) the IO: its answer is accepted
     bool answering = false;  // A_i is on its way back to the host
     core::steady_clock::time_point deadline{};
@@ -136,6 +137,7 @@ class zero_copy_worker::io_path final : public core::event_source {
   void answer_failure(uint32_t index, status why) noexcept;
   void on_failure_answered(request_slot& s, bool delivered) noexcept;
   void recycle_if_done(request_slot& s) noexcept;
+  void fail_unsent(request_slot& s, status why) noexcept;
   // The target failed (a connection left running, a relay failed on its way, an IO past its
   // deadline): fence at once and tell the control thread; nothing it may act on is answered.
   void lose(status why) noexcept;
@@ -241,8 +243,8 @@ zero_copy_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
     ctx->set_task_timeout(rdma_timeout_for(io_timeout));
     ctx->set_state_changed_callback(
         [this, ctx](core::context&, core::context_state previous, core::context_state next) {
-          if (serving_ && !fencing_ && previous == core::context_state::running &&
-              next != core::context_state::running)
+          if ((serving_ || awaiting_ != 0) && !fencing_ &&
+              previous == core::context_state::running && next != core::context_state::running)
             lose(ctx->failure() == status::success ? status::connection_reset : ctx->failure());
         });
   }
@@ -386,15 +388,24 @@ void zero_copy_worker::io_path::on_request(request_slot& s) noexcept {
 void zero_copy_worker::io_path::relay(uint32_t index) noexcept {
   status r = relays_.empty() ? control_->submit(*requests_[index].relay) : status::again;
   if (r == status::again) {
-    if (relays_.push(index)) return;
+    if (relays_.push(index)) {
+      requests_[index].queued = true;
+      return;
+    }
     r = status::no_memory;
   }
-  if (!ok(r)) {  // never left: the target cannot act on it
-    request_slot& s = requests_[index];
-    s.relaying = false;
+  if (!ok(r)) fail_unsent(requests_[index], r);
+}
+
+// A relay that never left (UCX refused it, or it was still queued): the target cannot have it,
+// so it is answered now. An answer the target forged for it meanwhile was refused (queued).
+void zero_copy_worker::io_path::fail_unsent(request_slot& s, status why) noexcept {
+  s.queued = false;
+  s.relaying = false;
+  if (s.awaiting) {
     s.awaiting = false;
     --awaiting_;
-    answer_failure(index, r);
+    answer_failure(static_cast<uint32_t>(&s - requests_.data()), why);
   }
 }
 
@@ -462,10 +473,7 @@ void zero_copy_worker::io_path::lose(status why) noexcept {
   while (!relays_.empty()) {
     request_slot& s = requests_[relays_.front()];
     relays_.pop();
-    s.relaying = false;
-    s.awaiting = false;
-    --awaiting_;
-    answer_failure(static_cast<uint32_t>(&s - requests_.data()), status::not_connected);
+    fail_unsent(s, status::not_connected);
   }
   stop_rdma();
 }
@@ -515,13 +523,23 @@ void zero_copy_worker::io_path::on_response(uint32_t index) noexcept {
   io_message_view msg(p.message->head());
   const uint64_t tag = msg.user_data();
   const uint32_t slot = static_cast<uint32_t>(tag);
-  if (slot >= transactions_ || !requests_[slot].awaiting ||
+  if (slot >= transactions_ || !requests_[slot].awaiting || requests_[slot].queued ||
       requests_[slot].generation != static_cast<uint32_t>(tag >> 32)) {
     note_error("target response that matches no IO in flight dropped", status::unexpected);
     post_response_receive(p);
     return;
   }
   request_slot& s = requests_[slot];
+  // A transfer that failed on its way (IO_FAILED for a read or a write) may still have bytes in
+  // flight on io_data, which is not ordered with io_control: the IO is held, and the target is
+  // fenced before it is answered, like one the target never answered.
+  const auto type = io_message_view(s.message->head()).type();
+  if (msg.result() == status::io_failed &&
+      (type == io_message_type::read || type == io_message_type::write)) {
+    post_response_receive(p);
+    lose(status::io_failed);
+    return;
+  }
   s.awaiting = false;
   --awaiting_;
   msg.set_user_data(s.host_user_data);
@@ -575,14 +593,9 @@ size_t zero_copy_worker::io_path::poll() {
     const status r = control_->submit(*requests_[index].relay);
     if (r == status::again) break;
     relays_.pop();
+    requests_[index].queued = false;
     ++sent;
-    if (!ok(r)) {
-      request_slot& s = requests_[index];
-      s.relaying = false;
-      s.awaiting = false;
-      --awaiting_;
-      answer_failure(index, r);
-    }
+    if (!ok(r)) fail_unsent(requests_[index], r);
   }
   while (!backlog_.empty()) {
     const uint32_t key = backlog_.front();
