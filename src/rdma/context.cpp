@@ -3,6 +3,7 @@
 // (message dispatch and replies) and liveness.cpp (deadlines, peer death, failure).
 #include "rdma/context.hpp"
 
+#include <fmt/format.h>
 #include <ucp/api/ucp.h>
 
 #include "core/log.hpp"
@@ -144,7 +145,16 @@ void context::connect(std::span<const uint8_t> remote_blob) {
     throw status_error(status::bad_state, "rdma context: connect needs start() first");
   if (ep_ != nullptr) throw status_error(status::already_exist, "rdma context already connected");
   internal::connection_info peer;
-  throw_if_failed(internal::decode_connection(remote_blob, peer), "malformed RDMA connection blob");
+  const status decoded = internal::decode_connection(remote_blob, peer);
+  if (decoded == status::unsupported_version) {
+    // The frame's version (FORMATS §5) is the peer's protocol version.
+    const unsigned theirs = unsigned(remote_blob[4]) << 8 | remote_blob[5];
+    throw status_error(decoded, fmt::format("rdma context: the peer speaks rdma protocol version "
+                                            "{} and this build speaks {}; both sides must run "
+                                            "the same protocol version",
+                                            theirs, internal::protocol_version));
+  }
+  throw_if_failed(decoded, "malformed RDMA connection blob");
 
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |

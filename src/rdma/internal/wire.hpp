@@ -13,6 +13,12 @@ namespace zc::rdma::internal {
 // One UCX active-message id carries the whole protocol; `op` says what a message is.
 inline constexpr unsigned am_id = 0x5A;
 
+// The version of this protocol (the header below and its rules). Two contexts speak it only if
+// they speak the same version: it is the version of the connection blob (FORMATS §7), so a
+// mismatch is refused at connect, never found message by message. 1: the 88-byte header of
+// every message; 2: headers as long as their op needs, acknowledgements carried by any message.
+inline constexpr uint16_t protocol_version = 2;
+
 enum class op : uint16_t {
   send = 1,        // data for the peer's next posted receive (send, send with immediate)
   write = 2,       // data for an exported region (write, write with immediate, sync event set)
