@@ -187,14 +187,31 @@ void context::connect(std::span<const uint8_t> remote_blob) {
 
 void context::close_endpoint(bool tell_peer) noexcept {
   peer_process_.close();
-  if (ep_ == nullptr) return;
+  if (ep_ == nullptr) {
+    ack_pending_ = false;
+    return;
+  }
+  internal::wire_header goodbye{};
+  if (tell_peer) {
+    // A stop: what was decided goes out before the goodbye (a refusal the goodbye's
+    // acknowledgement would otherwise overtake), and the acknowledgement still owed rides on
+    // the goodbye, so the peer's send of a message we took completes with success, not with
+    // connection_reset.
+    worker_->send_replies();
+    goodbye.dst_context = peer_slot_;
+    goodbye.dst_nonce = peer_nonce_;
+    goodbye.src_nonce = nonce_;
+    goodbye.code = internal::op::disconnect;
+    carry_ack(goodbye);
+  }
+  ack_pending_ = false;  // a failed connection acknowledges nothing more
   // From here on nothing of ours may be sent on this endpoint: replies queued for it, or queued by
   // callbacks that UCX runs while it closes, are dropped unsent.
   ucp_ep_h ep = ep_;
   ep_ = nullptr;
   worker_->bind(slot_, 0);
   worker_->forget_endpoint(ep);
-  if (tell_peer) worker_->say_goodbye(ep, peer_slot_, peer_nonce_, nonce_, goodbye_timeout);
+  if (tell_peer) worker_->say_goodbye(ep, goodbye, goodbye_timeout);
   // Force: pending sends are purged (their callbacks run with an error), so nothing of ours goes
   // out after this point.
   ucp_request_param_t param{};

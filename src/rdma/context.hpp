@@ -179,7 +179,8 @@ class context final : public core::context {
   void nack_send(uint64_t seq, status why);
   // Puts the owed acknowledgement, if any, into an outgoing header; true if it did.
   bool carry_ack(internal::wire_header& h) noexcept;
-  // Sends the owed acknowledgement alone (the worker calls it a pass after it fell due).
+  // Sends the owed acknowledgement alone (the worker calls it at the end of the pass it fell due
+  // in, after the callbacks that could have carried it).
   void flush_acks();
   void ack_op(const internal::wire_header& request, status result, uint64_t value);
   int receive_rendezvous(task& t, void* data, void* dst, size_t length) noexcept;

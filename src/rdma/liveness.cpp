@@ -35,9 +35,9 @@ void context::release_if_unreferenced(task& t) noexcept {
 }
 
 void context::fail_all(status result) noexcept {
+  // The acknowledgement still owed stays: a stop carries it on its goodbye (close_endpoint).
   for (auto* list : {&posted_, &arrived_, &sends_, &ops_})
     while (!list->empty()) finish(*list->front(), result);
-  ack_pending_ = false;
 }
 
 void context::note_failure(status why) noexcept {

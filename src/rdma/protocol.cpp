@@ -102,7 +102,7 @@ bool context::carry_ack(wire_header& h) noexcept {
 
 void context::flush_acks() {
   // Nothing else went out to carry the acknowledgement in the pass that owed it.
-  if (!ack_pending_) return;
+  if (!ack_pending_ || ep_ == nullptr) return;
   wire_header h{};
   h.code = op::ack_sends;
   send_reply(h, nullptr, 0);
