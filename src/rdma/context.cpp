@@ -115,9 +115,10 @@ core::context_state context::on_start() {
   failure_ = status::success;
   pending_failure_ = status::success;
   peer_left_ = false;
-  next_send_seq_ = 1;
-  last_received_seq_ = 0;
-  ack_seq_ = 0;
+  next_send_seq_ = first_seq_;
+  highest_acked_ = first_seq_ - 1;
+  last_received_seq_ = first_seq_ - 1;
+  ack_seq_ = first_seq_ - 1;
   ack_pending_ = false;
   // A new connection is a new identity: late traffic for the old one is dropped by the worker.
   nonce_ = worker_->renew_nonce(slot_);

@@ -214,7 +214,11 @@ class context final : public core::context {
   internal::task_list sends_;    // sends waiting for their acknowledgement, in sequence order
   internal::task_list ops_;      // reads/writes/atomics waiting for their reply, oldest first
   internal::task_list parked_;   // decided, waiting for UCX to let go of them
+  // The number of the first send of a connection: 1, or near 2^32 for a test of the widening
+  // of 32-bit sequence numbers (context_hooks).
+  uint64_t first_seq_ = 1;
   uint64_t next_send_seq_ = 1;
+  uint64_t highest_acked_ = 0;      // the peer acknowledged every send up to this one
   uint64_t last_received_seq_ = 0;  // the peer's sends arrive with consecutive sequence numbers
   uint64_t ack_seq_ = 0;            // highest delivered send
   bool ack_pending_ = false;        // ack_seq_ has not gone out yet
