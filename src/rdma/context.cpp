@@ -101,9 +101,19 @@ void context::set_permissions(core::access permissions) {
 
 void context::set_task_timeout(std::chrono::milliseconds timeout) {
   require_idle("set_task_timeout");
-  if (timeout.count() <= 0)
-    throw status_error(status::invalid_value, "rdma context: task timeout must be positive");
+  const auto least = min_task_timeout();
+  if (timeout < least)
+    throw status_error(
+        status::invalid_value,
+        fmt::format("rdma context: a task timeout of {} ms is shorter than {} ms, {} ticks of the "
+                    "coarse clock that deadlines are kept on",
+                    timeout.count(), least.count(), min_task_timeout_ticks));
   task_timeout_ = timeout;
+}
+
+std::chrono::milliseconds context::min_task_timeout() noexcept {
+  return std::chrono::ceil<std::chrono::milliseconds>(min_task_timeout_ticks *
+                                                      core::coarse_resolution());
 }
 
 void context::set_process_watch(bool on) {

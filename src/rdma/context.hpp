@@ -58,6 +58,10 @@ class task_list {
 }  // namespace internal
 
 inline constexpr std::chrono::milliseconds default_task_timeout{5000};
+// The shortest task timeout, in ticks of the coarse clock: a deadline may be checked up to a tick
+// late and is set a tick long (so never early), so a timeout of one or two ticks would mean
+// little.
+inline constexpr int min_task_timeout_ticks = 4;
 
 class context final : public core::context {
  public:
@@ -69,8 +73,11 @@ class context final : public core::context {
   void set_permissions(core::access permissions);
   core::access permissions() const noexcept { return permissions_; }
   // Bound on every task but posted receives; expiry fails the task with time_out and, since the
-  // peer may still act on it, the connection with it. Idle state only.
+  // peer may still act on it, the connection with it. Deadlines are kept on the coarse clock
+  // (core::coarse_now): a timeout shorter than min_task_timeout() (a few of its ticks, tens of
+  // milliseconds at most) is refused with invalid_value. Idle state only.
   void set_task_timeout(std::chrono::milliseconds timeout);
+  static std::chrono::milliseconds min_task_timeout() noexcept;
   // Whether a peer process on this host is watched through a pidfd (default on). Off, a dead
   // peer is found by UCX alone (peer errors, keepalive). Idle state only.
   void set_process_watch(bool on);
@@ -194,6 +201,8 @@ class context final : public core::context {
   void note_failure(status why) noexcept;
   void apply_failure() noexcept;
   void check_deadlines(core::steady_clock::time_point now) noexcept;
+  // The deadline of a task that starts now.
+  core::steady_clock::time_point new_deadline() const noexcept;
   static void on_endpoint_error(void* arg, ucp_ep_h ep, int status);
 
   std::shared_ptr<internal::ucx_worker> worker_;

@@ -70,6 +70,13 @@ void context::apply_failure() noexcept {
     set_state(core::context_state::idle);
 }
 
+steady_clock::time_point context::new_deadline() const noexcept {
+  // A fresh read, not the pass's cached time (which serves the checks): a task submitted at the
+  // end of a long pass would get a deadline short by the length of the pass. The coarse clock
+  // lags the real one by up to its resolution: one resolution more and no deadline is early.
+  return core::coarse_now() + core::coarse_resolution() + task_timeout_;
+}
+
 void context::check_deadlines(steady_clock::time_point now) noexcept {
   // A task past its deadline may still be acted on by the peer, and UCX may still send it: the
   // connection cannot be trusted any more, as an RC queue pair whose retries ran out.

@@ -101,7 +101,7 @@ status context::post_send(task& t, task_kind kind, const core::buffer& src, uint
   // Completion is the peer's acknowledgement (data delivered), and UCX letting go of the source.
   t.kind_ = kind;
   t.wire_id_ = next_send_seq_++;
-  t.deadline_ = engine().coarse_time() + task_timeout_;
+  t.deadline_ = new_deadline();
   sends_.push_back(t);
   task_submitted();
   return status::success;
@@ -156,7 +156,7 @@ status context::post_remote(task& t, task_kind kind, op code, const core::memory
   t.generation_++;
   t.kind_ = kind;
   t.wire_id_ = id;
-  t.deadline_ = engine().coarse_time() + task_timeout_;
+  t.deadline_ = new_deadline();
   ops_.push_back(t);
   task_submitted();
   return status::success;
