@@ -15,8 +15,9 @@ inline constexpr unsigned am_id = 0x5A;
 
 // The version of this protocol (the header below and its rules). Two contexts speak it only if
 // they speak the same version: it is the version of the connection blob (FORMATS §7), so a
-// mismatch is refused at connect, never found message by message. 1: the 88-byte header of
-// every message; 2: headers as long as their op needs, acknowledgements carried by any message.
+// mismatch is refused at connect, never found message by message. 1: 64-bit send numbers in
+// `id`, acknowledgements only alone; 2: the 28-byte send header with 32-bit `seq` and `acked`,
+// acknowledgements carried by any message (FORMATS §8).
 inline constexpr uint16_t protocol_version = 2;
 
 enum class op : uint16_t {
