@@ -22,12 +22,15 @@ inline constexpr uint16_t blob_version = 1;
 inline constexpr size_t blob_header_size = 16;
 inline constexpr size_t blob_max_payload = 64 * 1024;
 
-std::vector<uint8_t> frame_blob(blob_kind kind, std::span<const uint8_t> payload);
+// `version` is the version of the blob's own format: blob_version unless a kind has moved on
+// (an rdma connection blob carries the version of the rdma protocol, FORMATS §7).
+std::vector<uint8_t> frame_blob(blob_kind kind, std::span<const uint8_t> payload,
+                                uint16_t version = blob_version);
 
 // Checks the frame; on success points `payload` at the bytes inside `blob`. Errors:
 // invalid_value (short, wrong magic, wrong kind, wrong length, bad checksum),
-// unsupported_version.
+// unsupported_version (a well-framed blob of another `version`).
 status parse_blob(std::span<const uint8_t> blob, blob_kind expected,
-                  std::span<const uint8_t>& payload) noexcept;
+                  std::span<const uint8_t>& payload, uint16_t version = blob_version) noexcept;
 
 }  // namespace zc::core

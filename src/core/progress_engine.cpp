@@ -76,6 +76,8 @@ void progress_engine::attach(event_source& source) {
 }
 
 void progress_engine::detach(event_source& source) {
+  for (auto* list : {&pass_end_, &pass_ending_})
+    std::replace(list->begin(), list->end(), &source, static_cast<event_source*>(nullptr));
   // The fd that was registered, not wait_fd(): a context detaches from its base destructor,
   // where the override no longer answers.
   for (size_t i = 0; i < sources_.size(); ++i) {
@@ -143,6 +145,15 @@ size_t progress_engine::run_completions() {
   return ran;
 }
 
+size_t progress_engine::end_pass() {
+  size_t done = 0;
+  pass_ending_.swap(pass_end_);
+  for (event_source* source : pass_ending_)
+    if (source != nullptr) done += source->pass_end();
+  pass_ending_.clear();
+  return done;
+}
+
 bool progress_engine::progress() {
   pass_time_valid_ = false;
   coarse_valid_ = false;
@@ -156,6 +167,7 @@ bool progress_engine::progress() {
   // Index loop: a callback may attach or detach sources.
   for (size_t i = 0; i < sources_.size(); ++i) done += sources_[i]->poll();
   done += run_completions();
+  if (!pass_end_.empty()) done += end_pass();
   if (done != 0) {
     ++hits_;
     if (mode_ == poll_mode::adaptive) last_hit_ = pass_time();

@@ -43,6 +43,9 @@ class event_source {
   virtual bool arm() { return true; }
   // The latest time poll() must run again (task deadlines, keep-alives).
   virtual steady_clock::time_point next_deadline() const { return steady_clock::time_point::max(); }
+  // Runs once after the completion callbacks of a pass in which the source asked for it
+  // (progress_engine::call_at_pass_end); returns how much it did, as poll() does.
+  virtual size_t pass_end() { return 0; }
 };
 
 class progress_engine {
@@ -106,6 +109,12 @@ class progress_engine {
   void attach(event_source& source);
   void detach(event_source& source);
 
+  // Calls source.pass_end() once at the end of this pass, after its last completion callbacks
+  // (of the next pass when called outside one): for what must leave in the pass that made it
+  // due, unless a callback of that pass did it on the way (an rdma acknowledgement, which a
+  // caller that stops calling progress() must not hold back).
+  void call_at_pass_end(event_source& source) { pass_end_.push_back(&source); }
+
   // Queues a finished task; its callback runs inside the next progress() (or the current one).
   void complete(task_base& task, status result) noexcept;
   // Drops queued completions of a context that is being destroyed (their tasks die with it).
@@ -125,6 +134,7 @@ class progress_engine {
 
  private:
   size_t run_completions();
+  size_t end_pass();
   template <typename Drop>
   void drop_queued(Drop drop) noexcept;
   // Brings the epoll registration of sources_[i] in line with its wait_fd(); false on failure.
@@ -134,7 +144,9 @@ class progress_engine {
   int epoll_fd_ = -1;
   int notify_fd_ = -1;
   std::vector<event_source*> sources_;
-  std::vector<int> source_fds_;  // the fd registered in epoll for sources_[i], or -1
+  std::vector<int> source_fds_;             // the fd registered in epoll for sources_[i], or -1
+  std::vector<event_source*> pass_end_;     // asked for pass_end() (null: detached since)
+  std::vector<event_source*> pass_ending_;  // those being called now
   task_base* completed_head_ = nullptr;
   task_base* completed_tail_ = nullptr;
   uint64_t hits_ = 0;

@@ -3,6 +3,7 @@
 // (message dispatch and replies) and liveness.cpp (deadlines, peer death, failure).
 #include "rdma/context.hpp"
 
+#include <fmt/format.h>
 #include <ucp/api/ucp.h>
 
 #include "core/log.hpp"
@@ -102,9 +103,19 @@ void context::set_permissions(core::access permissions) {
 
 void context::set_task_timeout(std::chrono::milliseconds timeout) {
   require_idle("set_task_timeout");
-  if (timeout.count() <= 0)
-    throw status_error(status::invalid_value, "rdma context: task timeout must be positive");
+  const auto least = min_task_timeout();
+  if (timeout < least)
+    throw status_error(
+        status::invalid_value,
+        fmt::format("rdma context: a task timeout of {} ms is shorter than {} ms, {} ticks of the "
+                    "coarse clock that deadlines are kept on",
+                    timeout.count(), least.count(), min_task_timeout_ticks));
   task_timeout_ = timeout;
+}
+
+std::chrono::milliseconds context::min_task_timeout() noexcept {
+  return std::chrono::ceil<std::chrono::milliseconds>(min_task_timeout_ticks *
+                                                      core::coarse_resolution());
 }
 
 void context::set_process_watch(bool on) {
@@ -116,9 +127,10 @@ core::context_state context::on_start() {
   failure_ = status::success;
   pending_failure_ = status::success;
   peer_left_ = false;
-  next_send_seq_ = 1;
-  last_received_seq_ = 0;
-  ack_seq_ = 0;
+  next_send_seq_ = first_seq_;
+  highest_acked_ = first_seq_ - 1;
+  last_received_seq_ = first_seq_ - 1;
+  ack_seq_ = first_seq_ - 1;
   ack_pending_ = false;
   // A new connection is a new identity: late traffic for the old one is dropped by the worker.
   nonce_ = worker_->renew_nonce(slot_);
@@ -146,7 +158,16 @@ void context::connect(std::span<const uint8_t> remote_blob) {
     throw status_error(status::bad_state, "rdma context: connect needs start() first");
   if (ep_ != nullptr) throw status_error(status::already_exist, "rdma context already connected");
   internal::connection_info peer;
-  throw_if_failed(internal::decode_connection(remote_blob, peer), "malformed RDMA connection blob");
+  const status decoded = internal::decode_connection(remote_blob, peer);
+  if (decoded == status::unsupported_version) {
+    // The frame's version (FORMATS §5) is the peer's protocol version.
+    const unsigned theirs = unsigned(remote_blob[4]) << 8 | remote_blob[5];
+    throw status_error(decoded, fmt::format("rdma context: the peer speaks rdma protocol version "
+                                            "{} and this build speaks {}; both sides must run "
+                                            "the same protocol version",
+                                            theirs, internal::protocol_version));
+  }
+  throw_if_failed(decoded, "malformed RDMA connection blob");
 
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -179,14 +200,31 @@ void context::connect(std::span<const uint8_t> remote_blob) {
 
 void context::close_endpoint(bool tell_peer) noexcept {
   peer_process_.close();
-  if (ep_ == nullptr) return;
+  if (ep_ == nullptr) {
+    ack_pending_ = false;
+    return;
+  }
+  internal::wire_header goodbye{};
+  if (tell_peer) {
+    // A stop: what was decided goes out before the goodbye (a refusal the goodbye's
+    // acknowledgement would otherwise overtake), and the acknowledgement still owed rides on
+    // the goodbye, so the peer's send of a message we took completes with success, not with
+    // connection_reset.
+    worker_->send_replies();
+    goodbye.dst_context = peer_slot_;
+    goodbye.dst_nonce = peer_nonce_;
+    goodbye.src_nonce = nonce_;
+    goodbye.code = internal::op::disconnect;
+    carry_ack(goodbye);
+  }
+  ack_pending_ = false;  // a failed connection acknowledges nothing more
   // From here on nothing of ours may be sent on this endpoint: replies queued for it, or queued by
   // callbacks that UCX runs while it closes, are dropped unsent.
   ucp_ep_h ep = ep_;
   ep_ = nullptr;
   worker_->bind(slot_, 0);
   worker_->forget_endpoint(ep);
-  if (tell_peer) worker_->say_goodbye(ep, peer_slot_, peer_nonce_, nonce_, goodbye_timeout);
+  if (tell_peer) worker_->say_goodbye(ep, goodbye, goodbye_timeout);
   // Force: pending sends are purged (their callbacks run with an error), so nothing of ours goes
   // out after this point.
   ucp_request_param_t param{};

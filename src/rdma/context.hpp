@@ -58,6 +58,10 @@ class task_list {
 }  // namespace internal
 
 inline constexpr std::chrono::milliseconds default_task_timeout{5000};
+// The shortest task timeout, in ticks of the coarse clock: a deadline may be checked up to a tick
+// late and is set a tick long (so never early), so a timeout of one or two ticks would mean
+// little.
+inline constexpr int min_task_timeout_ticks = 4;
 
 class context final : public core::context {
  public:
@@ -69,8 +73,11 @@ class context final : public core::context {
   void set_permissions(core::access permissions);
   core::access permissions() const noexcept { return permissions_; }
   // Bound on every task but posted receives; expiry fails the task with time_out and, since the
-  // peer may still act on it, the connection with it. Idle state only.
+  // peer may still act on it, the connection with it. Deadlines are kept on the coarse clock
+  // (core::coarse_now): a timeout shorter than min_task_timeout() (a few of its ticks, tens of
+  // milliseconds at most) is refused with invalid_value. Idle state only.
   void set_task_timeout(std::chrono::milliseconds timeout);
+  static std::chrono::milliseconds min_task_timeout() noexcept;
   // Whether a peer process on this host is watched through a pidfd (default on). Off, a dead
   // peer is found by UCX alone (peer errors, keepalive). Idle state only.
   void set_process_watch(bool on);
@@ -179,7 +186,8 @@ class context final : public core::context {
   void nack_send(uint64_t seq, status why);
   // Puts the owed acknowledgement, if any, into an outgoing header; true if it did.
   bool carry_ack(internal::wire_header& h) noexcept;
-  // Sends the owed acknowledgement alone (the worker calls it a pass after it fell due).
+  // Sends the owed acknowledgement alone (the worker calls it at the end of the pass it fell due
+  // in, after the callbacks that could have carried it).
   void flush_acks();
   void ack_op(const internal::wire_header& request, status result, uint64_t value);
   int receive_rendezvous(task& t, void* data, void* dst, size_t length) noexcept;
@@ -193,6 +201,8 @@ class context final : public core::context {
   void note_failure(status why) noexcept;
   void apply_failure() noexcept;
   void check_deadlines(core::steady_clock::time_point now) noexcept;
+  // The deadline of a task that starts now.
+  core::steady_clock::time_point new_deadline() const noexcept;
   static void on_endpoint_error(void* arg, ucp_ep_h ep, int status);
 
   std::shared_ptr<internal::ucx_worker> worker_;
@@ -213,7 +223,11 @@ class context final : public core::context {
   internal::task_list sends_;    // sends waiting for their acknowledgement, in sequence order
   internal::task_list ops_;      // reads/writes/atomics waiting for their reply, oldest first
   internal::task_list parked_;   // decided, waiting for UCX to let go of them
+  // The number of the first send of a connection: 1, or near 2^32 for a test of the widening
+  // of 32-bit sequence numbers (context_hooks).
+  uint64_t first_seq_ = 1;
   uint64_t next_send_seq_ = 1;
+  uint64_t highest_acked_ = 0;      // the peer acknowledged every send up to this one
   uint64_t last_received_seq_ = 0;  // the peer's sends arrive with consecutive sequence numbers
   uint64_t ack_seq_ = 0;            // highest delivered send
   bool ack_pending_ = false;        // ack_seq_ has not gone out yet

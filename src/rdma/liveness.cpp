@@ -35,9 +35,9 @@ void context::release_if_unreferenced(task& t) noexcept {
 }
 
 void context::fail_all(status result) noexcept {
+  // The acknowledgement still owed stays: a stop carries it on its goodbye (close_endpoint).
   for (auto* list : {&posted_, &arrived_, &sends_, &ops_})
     while (!list->empty()) finish(*list->front(), result);
-  ack_pending_ = false;
 }
 
 void context::note_failure(status why) noexcept {
@@ -68,6 +68,13 @@ void context::apply_failure() noexcept {
   // Nothing was in flight: no completion will come to finish the stop, so finish it here.
   if (state() == core::context_state::stopping && inflight() == 0)
     set_state(core::context_state::idle);
+}
+
+steady_clock::time_point context::new_deadline() const noexcept {
+  // A fresh read, not the pass's cached time (which serves the checks): a task submitted at the
+  // end of a long pass would get a deadline short by the length of the pass. The coarse clock
+  // lags the real one by up to its resolution: one resolution more and no deadline is early.
+  return core::coarse_now() + core::coarse_resolution() + task_timeout_;
 }
 
 void context::check_deadlines(steady_clock::time_point now) noexcept {

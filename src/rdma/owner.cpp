@@ -82,7 +82,7 @@ int context::on_send(const wire_header& h, void* data, size_t length, bool rende
     deliver_ready();
     return UCS_OK;
   }
-  t.deadline_ = engine().coarse_time() + task_timeout_;
+  t.deadline_ = new_deadline();
   return receive_rendezvous(t, data, dst, length);
 }
 
@@ -106,7 +106,7 @@ int context::on_write(const wire_header& h, void* data, size_t length, bool rend
       receive->has_immediate_ = true;
       receive->immediate_ = h.immediate;
       receive->received_ = 0;
-      receive->deadline_ = engine().coarse_time() + task_timeout_;
+      receive->deadline_ = new_deadline();
       arrived_.push_back(*receive);
     }
   }

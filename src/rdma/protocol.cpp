@@ -20,6 +20,13 @@ int context::on_message(const wire_header& h, void* data, size_t length, bool re
   // Any message may carry the peer's acknowledgement of our sends; it covers only sends the
   // peer had settled before this message, so it is taken first.
   if ((h.flags & internal::has_ack) != 0) {
+    // A refusal that also acknowledges the send it refuses says two things of one send: taking
+    // the acknowledgement first would complete it with success, and the refusal would be lost.
+    if (h.code == op::nack_send && static_cast<int32_t>(h.acked - h.seq) >= 0) {
+      ZC_SDK_LOG_ERROR("rdma: peer refused send {} and acknowledged it in one message", h.seq);
+      note_failure(status::io_failed);
+      return UCS_OK;
+    }
     on_sends_acked(h.acked);
     if (pending_failure_ != status::success) return UCS_OK;
   }
@@ -102,7 +109,7 @@ bool context::carry_ack(wire_header& h) noexcept {
 
 void context::flush_acks() {
   // Nothing else went out to carry the acknowledgement in the pass that owed it.
-  if (!ack_pending_) return;
+  if (!ack_pending_ || ep_ == nullptr) return;
   wire_header h{};
   h.code = op::ack_sends;
   send_reply(h, nullptr, 0);

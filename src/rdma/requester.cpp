@@ -2,6 +2,7 @@
 // operations, and completing them from the peer's acknowledgements and replies.
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/log.hpp"
@@ -100,7 +101,7 @@ status context::post_send(task& t, task_kind kind, const core::buffer& src, uint
   // Completion is the peer's acknowledgement (data delivered), and UCX letting go of the source.
   t.kind_ = kind;
   t.wire_id_ = next_send_seq_++;
-  t.deadline_ = engine().coarse_time() + task_timeout_;
+  t.deadline_ = new_deadline();
   sends_.push_back(t);
   task_submitted();
   return status::success;
@@ -155,7 +156,7 @@ status context::post_remote(task& t, task_kind kind, op code, const core::memory
   t.generation_++;
   t.kind_ = kind;
   t.wire_id_ = id;
-  t.deadline_ = engine().coarse_time() + task_timeout_;
+  t.deadline_ = new_deadline();
   ops_.push_back(t);
   task_submitted();
   return status::success;
@@ -294,9 +295,10 @@ task* context::find_op(uint64_t id, op reply) noexcept {
 
 bool context::widen_send_seq(uint32_t wire, uint64_t& out) const noexcept {
   const uint64_t last = next_send_seq_ - 1;
-  // How far behind our last send the named one is; "behind" by 2^31 or more is ahead of it.
+  // How far behind our last send the named one is; "behind" by 2^31 or more is ahead of it. At
+  // most as far as the number before our first send, which names none of them.
   const uint32_t behind = static_cast<uint32_t>(last) - wire;
-  if (behind >= (1u << 31) || behind > last) return false;
+  if (behind >= (1u << 31) || behind > next_send_seq_ - first_seq_) return false;
   out = last - behind;
   return true;
 }
@@ -308,14 +310,23 @@ void context::on_sends_acked(uint32_t wire) {
     note_failure(status::io_failed);
     return;
   }
+  highest_acked_ = std::max(highest_acked_, up_to);
   while (!sends_.empty() && sends_.front()->wire_id_ <= up_to)
     finish(*sends_.front(), status::success);
 }
 
 void context::on_send_nacked(uint32_t wire, status why) {
   uint64_t seq = 0;
-  if (!widen_send_seq(wire, seq) || seq == 0) {
+  if (!widen_send_seq(wire, seq) || seq < first_seq_) {
     ZC_SDK_LOG_ERROR("rdma: peer refused send {} that was never sent", wire);
+    note_failure(status::io_failed);
+    return;
+  }
+  // An acknowledgement is final: a refusal of a send it covered would turn a success the caller
+  // was given into a failure.
+  if (seq <= highest_acked_) {
+    ZC_SDK_LOG_ERROR("rdma: peer refused send {} after acknowledging it; failing the connection",
+                     wire);
     note_failure(status::io_failed);
     return;
   }

@@ -2,6 +2,7 @@
 
 #include "core/blob.hpp"
 #include "core/bytes.hpp"
+#include "rdma/internal/wire.hpp"
 
 namespace zc::rdma::internal {
 
@@ -14,14 +15,16 @@ std::vector<uint8_t> encode_connection(const connection_info& info) {
   w.u32(info.nonce);
   info.process.write(w);
   w.sized_bytes(info.worker_address);
-  return core::frame_blob(core::blob_kind::rdma_connection, payload);
+  return core::frame_blob(core::blob_kind::rdma_connection, payload, protocol_version);
 }
 
 status decode_connection(std::span<const uint8_t> blob, connection_info& out) noexcept {
   out = {};
   std::span<const uint8_t> payload;
-  if (!ok(core::parse_blob(blob, core::blob_kind::rdma_connection, payload)))
-    return status::invalid_value;
+  const status framed =
+      core::parse_blob(blob, core::blob_kind::rdma_connection, payload, protocol_version);
+  if (framed == status::unsupported_version) return framed;
+  if (!ok(framed)) return status::invalid_value;
   byte_reader r(payload);
   connection_info info;
   info.slot = r.u32();

@@ -26,7 +26,8 @@ inline constexpr size_t min_worker_address = 16;
 inline constexpr size_t max_worker_address = 64 * 1024;
 
 std::vector<uint8_t> encode_connection(const connection_info& info);
-// invalid_value for a malformed, truncated, mis-framed or self-inconsistent blob.
+// invalid_value for a malformed, truncated, mis-framed or self-inconsistent blob;
+// unsupported_version for a well-framed blob of a peer that speaks another protocol_version.
 status decode_connection(std::span<const uint8_t> blob, connection_info& out) noexcept;
 
 }  // namespace zc::rdma::internal

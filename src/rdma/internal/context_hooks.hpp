@@ -6,6 +6,7 @@
 #include <ucp/api/ucp.h>
 
 #include "rdma/context.hpp"
+#include "rdma/internal/ucx_worker.hpp"
 #include "rdma/internal/wire.hpp"
 
 namespace zc::rdma::internal {
@@ -16,6 +17,19 @@ struct context_hooks {
     return c.on_message(h, data, length, rendezvous);
   }
   static void flush_acks(context& c) { c.flush_acks(); }
+  // Tests only: the connections `c` starts from now on number their sends from `first` (both
+  // sides of a connection must agree), to cross 2^32 within a few messages. Idle state only.
+  static void start_sequences_at(context& c, uint64_t first) {
+    c.require_idle("start_sequences_at");
+    c.first_seq_ = first;
+  }
+  // Tests only: progresses the UCX worker of `c` outside the worker's own poll (as a context
+  // closing its endpoint does), so replies stay queued until the worker's next poll.
+  static unsigned progress_outside_poll(context& c) {
+    return ucp_worker_progress(c.worker_->handle());
+  }
+  // Tests only: the number of the peer's last send that arrived.
+  static uint64_t last_received(const context& c) { return c.last_received_seq_; }
   static void write_landed(context& c, reply* r, int ucs_status) noexcept {
     c.write_landed(r, ucs_status);
   }

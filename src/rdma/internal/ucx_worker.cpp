@@ -235,6 +235,15 @@ void ucx_worker::queue(reply* r) noexcept {
 
 void ucx_worker::want_flush(context& ctx) {
   flush_.push_back(&ctx);
+  if (!pass_end_asked_) {
+    pass_end_asked_ = true;
+    engine_.call_at_pass_end(*this);
+  }
+}
+
+size_t ucx_worker::pass_end() {
+  pass_end_asked_ = false;
+  return flush_owed_acks();
 }
 
 size_t ucx_worker::flush_owed_acks() {
@@ -275,8 +284,8 @@ size_t ucx_worker::send_queued() {
 }
 
 size_t ucx_worker::poll() {
-  // Acknowledgements owed since the last pass that nothing carried: the callbacks that could
-  // have answered with a message have run.
+  // Acknowledgements that fell due outside a pass (UCX progressed by a closing context) and
+  // that nothing carried; those of a pass go at its end (pass_end).
   size_t done = flush_owed_acks();
   for (int i = 0; i < 64; ++i) {
     unsigned n = ucp_worker_progress(worker_);
@@ -336,16 +345,12 @@ void ucx_worker::receive_write(reply* r, void* data, void* dst, size_t length) n
   }
 }
 
-void ucx_worker::say_goodbye(ucp_ep_h ep, uint32_t peer_slot, uint32_t peer_nonce,
-                             uint32_t own_nonce, std::chrono::milliseconds timeout) noexcept {
+void ucx_worker::say_goodbye(ucp_ep_h ep, const wire_header& goodbye,
+                             std::chrono::milliseconds timeout) noexcept {
   // The header lives in a worker-owned record until UCX is done with it, whatever the wait.
   reply* r = new_reply();
   if (r == nullptr) return;
-  r->header = {};
-  r->header.dst_context = peer_slot;
-  r->header.dst_nonce = peer_nonce;
-  r->header.src_nonce = own_nonce;
-  r->header.code = op::disconnect;
+  r->header = goodbye;
   r->ep = ep;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;

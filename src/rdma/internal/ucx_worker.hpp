@@ -79,16 +79,22 @@ class ucx_worker final : public core::event_source {
   // True while replies of this pass wait to be sent.
   bool replies_queued() const noexcept { return queue_head_ != nullptr; }
   // A context owes its peer an acknowledgement. The completion callbacks of this pass may still
-  // send something that carries it; what is still owed when the next pass starts goes out alone.
+  // send something that carries it; what is still owed at the end of the pass (pass_end) goes
+  // out alone, so an acknowledgement never waits for another progress() call.
   void want_flush(context& ctx);
+  // Sends the queued replies now rather than after the pass (a context about to close its
+  // endpoint lets what it decided go first).
+  size_t send_replies() { return send_queued(); }
   // Receives a rendezvous write into an export; `r` (with its claim) lives until UCX is done,
   // then its context, if still there, is told.
   void receive_write(reply* r, void* data, void* dst, size_t length) noexcept;
-  // Tells a peer context that we are going, waiting at most `timeout` for it to leave.
-  void say_goodbye(ucp_ep_h ep, uint32_t peer_slot, uint32_t peer_nonce, uint32_t own_nonce,
+  // Sends `goodbye` (a disconnect, with the acknowledgement still owed) to a peer context,
+  // waiting at most `timeout` for it to leave.
+  void say_goodbye(ucp_ep_h ep, const wire_header& goodbye,
                    std::chrono::milliseconds timeout) noexcept;
 
   size_t poll() override;
+  size_t pass_end() override;
   int wait_fd() const override { return efd_; }
   bool arm() override;
 
@@ -117,6 +123,7 @@ class ucx_worker final : public core::event_source {
   reply* queue_head_ = nullptr;
   reply* queue_tail_ = nullptr;
   std::vector<context*> flush_;
+  bool pass_end_asked_ = false;  // flush_ is flushed at the end of this pass
 };
 
 }  // namespace zc::rdma::internal

@@ -13,6 +13,13 @@ namespace zc::rdma::internal {
 // One UCX active-message id carries the whole protocol; `op` says what a message is.
 inline constexpr unsigned am_id = 0x5A;
 
+// The version of this protocol (the header below and its rules). Two contexts speak it only if
+// they speak the same version: it is the version of the connection blob (FORMATS §7), so a
+// mismatch is refused at connect, never found message by message. 1: 64-bit send numbers in
+// `id`, acknowledgements only alone; 2: the 28-byte send header with 32-bit `seq` and `acked`,
+// acknowledgements carried by any message (FORMATS §8).
+inline constexpr uint16_t protocol_version = 2;
+
 enum class op : uint16_t {
   send = 1,        // data for the peer's next posted receive (send, send with immediate)
   write = 2,       // data for an exported region (write, write with immediate, sync event set)
@@ -60,10 +67,17 @@ struct wire_header {
 // the 100 bytes of shared memory's am_short, UCX's fastest path.
 inline constexpr size_t short_header_size = offsetof(wire_header, status);
 inline constexpr size_t full_header_size = sizeof(wire_header);
-// The layout docs/FORMATS.md §8 documents.
-static_assert(short_header_size == 28 && offsetof(wire_header, seq) == 16 &&
-              offsetof(wire_header, acked) == 20 && offsetof(wire_header, id) == 32 &&
-              offsetof(wire_header, export_key) == 40 && sizeof(wire_header) == 88);
+// The layout docs/FORMATS.md §8 documents, field by field (tests/unit/rdma/wire_test.cpp checks
+// the bytes).
+static_assert(offsetof(wire_header, dst_context) == 0 && offsetof(wire_header, dst_nonce) == 4 &&
+              offsetof(wire_header, src_nonce) == 8 && offsetof(wire_header, code) == 12 &&
+              offsetof(wire_header, flags) == 14 && offsetof(wire_header, seq) == 16 &&
+              offsetof(wire_header, acked) == 20 && offsetof(wire_header, immediate) == 24 &&
+              offsetof(wire_header, status) == 28 && offsetof(wire_header, id) == 32 &&
+              offsetof(wire_header, export_key) == 40 && offsetof(wire_header, export_id) == 48 &&
+              offsetof(wire_header, offset) == 56 && offsetof(wire_header, length) == 64 &&
+              offsetof(wire_header, operand0) == 72 && offsetof(wire_header, operand1) == 80 &&
+              sizeof(wire_header) == 88 && short_header_size == 28);
 
 inline constexpr size_t header_size_for(op code) {
   switch (code) {
@@ -81,6 +95,13 @@ inline constexpr size_t header_size_for(op code) {
       return full_header_size;
   }
 }
+
+// FORMATS §8's header length by op.
+static_assert(header_size_for(op::send) == 28 && header_size_for(op::ack_sends) == 28 &&
+              header_size_for(op::disconnect) == 28 && header_size_for(op::nack_send) == 32 &&
+              header_size_for(op::read_reply) == 40 && header_size_for(op::ack_op) == 80 &&
+              header_size_for(op::write) == 88 && header_size_for(op::read) == 88 &&
+              header_size_for(op::atomic) == 88);
 
 // Reads a header as it arrives from a peer: known op, long enough for that op. Pure (no state),
 // so it is fuzzed on its own (tests/fuzz/rdma_wire_header_fuzz.cpp). Errors: invalid_value.

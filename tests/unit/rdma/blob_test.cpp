@@ -4,6 +4,7 @@
 
 #include "core/blob.hpp"
 #include "core/bytes.hpp"
+#include "rdma/internal/wire.hpp"
 #include "rdma_fixture.hpp"
 
 namespace zc::rdma::testing {
@@ -18,6 +19,11 @@ status connect_status(side& s, const std::vector<uint8_t>& blob) {
       return e.code();
     }
   });
+}
+
+// A connection blob's frame, at this build's protocol version.
+std::vector<uint8_t> connection_frame(std::span<const uint8_t> payload) {
+  return core::frame_blob(core::blob_kind::rdma_connection, payload, internal::protocol_version);
 }
 
 class connection_blob : public ::testing::Test {
@@ -70,12 +76,40 @@ TEST_F(connection_blob, well_framed_nonsense_is_rejected) {
   w.u32(0);
   w.u64(0);
   w.sized_bytes(std::vector<uint8_t>(4, 0xFF));
-  EXPECT_EQ(connect_status(a, core::frame_blob(core::blob_kind::rdma_connection, payload)),
-            status::invalid_value);
+  EXPECT_EQ(connect_status(a, connection_frame(payload)), status::invalid_value);
   // And one whose declared address length runs past the end.
   payload.resize(payload.size() - 2);
-  EXPECT_EQ(connect_status(a, core::frame_blob(core::blob_kind::rdma_connection, payload)),
-            status::invalid_value);
+  EXPECT_EQ(connect_status(a, connection_frame(payload)), status::invalid_value);
+}
+
+// The blob's version is the rdma protocol's: peers of two versions refuse each other at connect,
+// with an error that says so, instead of timing out on every message.
+TEST_F(connection_blob, a_peer_of_another_protocol_version_is_refused_with_a_clear_error) {
+  static_assert(internal::protocol_version == 2);
+  std::span<const uint8_t> payload;
+  ASSERT_EQ(core::parse_blob(good_, core::blob_kind::rdma_connection, payload,
+                             internal::protocol_version),
+            status::success);
+  // The same details as a version-1 peer frames them.
+  const auto old = core::frame_blob(core::blob_kind::rdma_connection, payload, 1);
+  a.thread.call([&] {
+    try {
+      a.ctx->connect(old);
+      ADD_FAILURE() << "a version-1 peer was taken";
+    } catch (const status_error& e) {
+      EXPECT_EQ(e.code(), status::unsupported_version);
+      const std::string what = e.what();
+      EXPECT_NE(what.find("protocol version 1"), std::string::npos) << what;
+      EXPECT_NE(what.find("speaks 2"), std::string::npos) << what;
+    }
+  });
+  // A version-1 peer reads our blob as version 1 blobs are read, and refuses it.
+  EXPECT_EQ(core::parse_blob(good_, core::blob_kind::rdma_connection, payload, 1),
+            status::unsupported_version);
+  EXPECT_EQ(good_[4], 0);
+  EXPECT_EQ(good_[5], internal::protocol_version);
+  // Nothing was connected: the right peer still can be.
+  EXPECT_EQ(connect_status(a, good_), status::success);
 }
 
 TEST_F(connection_blob, good_blob_still_connects_after_the_bad_ones) {

@@ -25,8 +25,10 @@ class cross_process : public ::testing::TestWithParam<std::string> {
     char templ[] = "/tmp/zc-rdma-XXXXXX";
     ASSERT_NE(mkdtemp(templ), nullptr);
     dir_ = templ;
-    peer_ = std::make_unique<test::subprocess>(std::vector<std::string>{
-        std::string(ZC_BINARY_DIR) + "/tests/zc_rdma_rdma_peer", GetParam(), dir_.string()});
+    std::vector<std::string> args{std::string(ZC_BINARY_DIR) + "/tests/zc_rdma_rdma_peer",
+                                  GetParam(), dir_.string()};
+    if (!peer_mode().empty()) args.push_back(peer_mode());
+    peer_ = std::make_unique<test::subprocess>(args);
     auto deadline = std::chrono::steady_clock::now() + 20s;
     while (!std::filesystem::exists(dir_ / "peer.mem")) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline) << peer_->output();
@@ -34,6 +36,8 @@ class cross_process : public ::testing::TestWithParam<std::string> {
       std::this_thread::sleep_for(10ms);
     }
   }
+  // The peer's optional mode argument (rdma_peer.cpp).
+  virtual std::string peer_mode() const { return {}; }
   void TearDown() override {
     a.destroy();
     peer_.reset();
@@ -257,6 +261,35 @@ TEST_P(cross_process, killed_peer_is_found_by_ucx_alone_without_the_process_watc
 }
 
 INSTANTIATE_TEST_SUITE_P(transports, cross_process, ::testing::Values("tcp", "sm"),
+                         [](const auto& info) { return info.param; });
+
+// A peer that stops its context from the callback of the first message it receives.
+class cross_process_stopping_peer : public cross_process {
+ protected:
+  std::string peer_mode() const override { return "stop-on-receive"; }
+};
+
+// The peer took the message and then stopped at once, before the pass that delivered it ended:
+// the acknowledgement it owed rides on its goodbye, so the send succeeds; it is not failed with
+// connection_reset as if the message had been lost.
+TEST_P(cross_process_stopping_peer, a_send_taken_just_before_the_peer_stops_succeeds) {
+  connect(10s);
+  a.thread.call([&] {
+    std::memset(a.region(), 0x51, 64);
+    a.submit<send_task>(0, [&](send_task& s) { s.set_src(*a.local_buffer(0, 64, true)); });
+  });
+  ASSERT_TRUE(a.wait_for("send", 1, 5s)) << peer_->output();
+  EXPECT_EQ(a.completions("send")[0].result, status::success) << peer_->output();
+  // And the peer did stop: a learns it from the goodbye, not from a time-out.
+  EXPECT_TRUE(
+      a.thread.wait_until([&] { return a.ctx->state() != core::context_state::running; }, 5s));
+  a.thread.call([&] { EXPECT_EQ(a.ctx->failure(), status::connection_reset); });
+  ASSERT_EQ(peer_->wait(10s), std::optional<int>(0)) << peer_->output();
+  EXPECT_NE(peer_->output().find("peer: received 64 bytes, stopping"), std::string::npos)
+      << peer_->output();
+}
+
+INSTANTIATE_TEST_SUITE_P(transports, cross_process_stopping_peer, ::testing::Values("tcp", "sm"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

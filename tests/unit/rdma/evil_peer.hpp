@@ -125,11 +125,16 @@ class evil_peer {
   // Sends one message and waits (bounded) until UCX has sent it; false if it did not finish.
   bool send(const internal::wire_header& h, std::span<const uint8_t> payload = {},
             std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    return send_prefix(h, internal::header_size_for(h.code), payload, timeout);
+  }
+  // The same with only the first `header_length` bytes of the header (a short or long header).
+  bool send_prefix(const internal::wire_header& h, size_t header_length,
+                   std::span<const uint8_t> payload = {},
+                   std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     ucp_request_param_t param{};
     header_ = h;
-    ucs_status_ptr_t req =
-        ucp_am_send_nbx(ep_, internal::am_id, &header_, internal::header_size_for(h.code),
-                        payload.data(), payload.size(), &param);
+    ucs_status_ptr_t req = ucp_am_send_nbx(ep_, internal::am_id, &header_, header_length,
+                                           payload.data(), payload.size(), &param);
     if (UCS_PTR_IS_ERR(req)) return false;
     if (req == nullptr) return true;
     bool done =

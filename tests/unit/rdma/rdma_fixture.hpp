@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <future>
 #include <memory>
 #include <thread>
@@ -40,6 +41,9 @@ struct side {
   std::unique_ptr<context> ctx;
   std::unique_ptr<core::sync_event> event;
   std::vector<completion> done;  // engine thread only
+  // Called on the engine thread, inside the completion callback, after it was recorded: a test
+  // may submit from there (in the pass that completed the task). Set it through thread.call.
+  std::function<void(const completion&)> on_completion;
   std::chrono::milliseconds task_timeout = std::chrono::seconds(3);
   std::vector<uint8_t> conn_blob;  // what this side exported for its peer
 
@@ -83,6 +87,7 @@ struct side {
       c.result = t.result();
       c.task = static_cast<core::task_base*>(&t);
       done.push_back(c);
+      if (on_completion) on_completion(c);
     };
     ctx->configure<T>(count, record, record);
   }

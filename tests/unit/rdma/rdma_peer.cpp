@@ -1,9 +1,10 @@
-// Peer program for the cross-process rdma tests: `zc_rdma_rdma_peer DEVICE DIR`.
+// Peer program for the cross-process rdma tests: `zc_rdma_rdma_peer DEVICE DIR [stop-on-receive]`.
 // Exports 1 MiB of memory (guard bytes around it), a sync event, and an rdma context whose posted
 // receives echo every message back; writes its blobs to DIR/peer.conn, DIR/peer.mem and
 // DIR/peer.event, connects to
 // DIR/test.conn, serves until SIGTERM or until the connection ends, then says whether the guard
-// bytes are intact.
+// bytes are intact. With stop-on-receive, the first message received stops the context at once,
+// from its receive callback (before the pass that delivered it has ended).
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -40,10 +42,11 @@ void write_file(const std::filesystem::path& path, const std::vector<uint8_t>& b
 
 int main(int argc, char** argv) {
   using namespace zc;
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s DEVICE DIR\n", argv[0]);
+  if (argc != 3 && !(argc == 4 && std::string_view(argv[3]) == "stop-on-receive")) {
+    std::fprintf(stderr, "usage: %s DEVICE DIR [stop-on-receive]\n", argv[0]);
     return 2;
   }
+  const bool stop_on_receive = argc == 4;
   const std::filesystem::path dir = argv[2];
   core::install_stop_signal_handlers();
   std::vector<uint8_t> backing(region_size + 2 * guard_size, 0xEE);
@@ -73,6 +76,13 @@ int main(int argc, char** argv) {
   ctx.configure<rdma::receive_task>(
       receives,
       [&](rdma::receive_task& r) {
+        if (stop_on_receive) {
+          std::printf("peer: received %zu bytes, stopping\n", r.received_length());
+          std::fflush(stdout);
+          r.free();
+          ctx.stop();
+          return;
+        }
         rdma::send_task* s = nullptr;
         if (ctx.allocate(core::make_user_data(&r), s) != status::success) return;
         s->set_src(r.dst());
