@@ -107,12 +107,7 @@ message handle(request_handler& handler, const message& request, size_t stage) {
   const message_type expected = stage_request[stage];
   // Shutdown is honoured at any stage: a client whose run failed goes straight to it.
   if (request.type != expected && request.type != message_type::shutdown_request) {
-    ZC_LOG_WARN("unexpected {} while expecting a {}", storage::to_string(request.type),
-                storage::to_string(expected));
-    return storage::make_error_response(
-        request, status::unexpected,
-        fmt::format("Unexpected {} while expecting a {}", storage::to_string(request.type),
-                    storage::to_string(expected)));
+    return storage::make_unexpected_response(request, expected);
   }
   try {
     switch (request.type) {

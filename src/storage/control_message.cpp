@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/bytes.hpp"
+#include "core/log.hpp"
 
 namespace zc::storage {
 namespace {
@@ -200,6 +201,13 @@ message make_response(const message& request, message_type type, message_payload
 message make_error_response(const message& request, status code, std::string text) {
   return make_response(request, message_type::error_response,
                        error_response_payload{code, std::move(text)});
+}
+
+message make_unexpected_response(const message& request, message_type expected) {
+  ZC_LOG_WARN("unexpected {} while expecting a {}", to_string(request.type), to_string(expected));
+  return make_error_response(request, status::unexpected,
+                             fmt::format("Unexpected {} while expecting a {}",
+                                         to_string(request.type), to_string(expected)));
 }
 
 void encode_to(const message& msg, std::vector<uint8_t>& out) {

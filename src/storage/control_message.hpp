@@ -112,6 +112,9 @@ bool payload_matches(message_type type, const message_payload& payload) noexcept
 // Builds a response to `request`: same message_id and correlation_id.
 message make_response(const message& request, message_type type, message_payload payload = {});
 message make_error_response(const message& request, status code, std::string text);
+// A request of the wrong type for the session's stage: logged once (warning) and answered
+// UNEXPECTED, "Unexpected <request> while expecting a <expected>" (REFERENCE_SPEC §2.9).
+message make_unexpected_response(const message& request, message_type expected);
 
 // The full frame (header + body). Throws status_error(invalid_value) if the payload does not
 // match the type or a field does not fit its u32 length.

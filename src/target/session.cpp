@@ -106,12 +106,7 @@ message target_service::handle(const message& request) {
   }
   const message_type expected = expected_request(static_cast<int>(stage_));
   if (request.type != expected) {
-    ZC_LOG_WARN("unexpected {} while expecting a {}", storage::to_string(request.type),
-                storage::to_string(expected));
-    return storage::make_error_response(
-        request, status::unexpected,
-        fmt::format("Unexpected {} while expecting a {}", storage::to_string(request.type),
-                    storage::to_string(expected)));
+    return storage::make_unexpected_response(request, expected);
   }
   try {
     switch (stage_) {
