@@ -62,8 +62,6 @@ class zero_copy_worker::io_path final : public core::event_source {
   void start_serving(uint32_t host_consumer);
   void stop_serving() noexcept { serving_ = false; }
   uint32_t in_flight() const noexcept { return in_flight_; }
-  // The target can no longer be relied on: the rest of the session must be fenced too.
-  bool lost() const noexcept { return lost_; }
   // Fences the target out of the host's memory: both rdma contexts stop (io_data is how the
   // target reaches the host's pages). IOs the target may still act on stay unanswered until
   // answer_held(), once every worker of the session is fenced.

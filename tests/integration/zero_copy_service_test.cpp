@@ -339,10 +339,15 @@ TEST(zero_copy_service, a_killed_target_ends_the_session_with_a_failure) {
   EXPECT_NE(p.service->output().find("connection lost"), std::string::npos) << p.outputs();
 }
 
-// Fencing (the storage rule): a target that stalls with an IO it has not answered (SIGSTOP past
-// the control timeout) gets that IO answered failed only once it can no longer reach the host's
-// memory. The host then reuses the IO's memory at once; when the target resumes (SIGCONT) and
-// serves the stale read, nothing of it may land there, and what was written before is intact.
+// The scenario with a real target: it stalls (SIGSTOP past the control timeout) with a
+// read it has not served; the read is answered failed rather than left hanging, its retry on the
+// other worker fails too (the target is fenced for the whole session), and once the target
+// resumes nothing lands in the reused memory. That last check cannot tell whether the service
+// fenced: with the early answer and the target's io_data stop both put back (checked by
+// mutation) it stays green, because the resumed target receives the service's goodbye with the
+// read and fails it unserved. The service's fence itself is proven by
+// an_io_the_target_took_is_answered_failed_only_after_the_fence below, where the target took the
+// IO before it went silent.
 TEST(zero_copy_service, a_stalled_target_never_lands_a_transfer_after_its_io_failed) {
   pipeline p(2);
   ASSERT_TRUE(p.up()) << p.outputs();
