@@ -39,6 +39,12 @@ struct gga_options {
   std::string matrix = "vandermonde";
   uint64_t recovery_every_n = 0;
   uint32_t workers = 1;
+  // The service's and the targets' rdma device. A test that freezes a target uses "tcp": over
+  // shared memory every sender writes into the receiver's one UCX FIFO, and a sender stopped
+  // between taking a slot and filling it holds up everything the other targets queued behind it
+  // (UCX's mm transport, by design), so a second target would look silent too. Targets on other
+  // hosts never share that FIFO.
+  std::string device = "auto";
 };
 
 // Generator output, three targets, the service and the initiator.
@@ -79,7 +85,7 @@ class gga_pipeline {
     for (size_t i = 0; i < 3; ++i) {
       std::vector<std::string> argv{binary("zcstore_target_rdma"),
                                     "-d",
-                                    "auto",
+                                    options_.device,
                                     "--poll-mode",
                                     "event",
                                     "--listen-port",
@@ -108,7 +114,7 @@ class gga_pipeline {
   bool start_service() {
     std::vector<std::string> argv{binary("zcstore_comch_to_rdma_gga_offload"),
                                   "-d",
-                                  "auto",
+                                  options_.device,
                                   "-r",
                                   "auto",
                                   "--poll-mode",
@@ -354,7 +360,7 @@ INSTANTIATE_TEST_SUITE_P(gga_pipeline, killed_target, ::testing::Values(size_t(1
 // for it past the storage deadline (the control timeout): reads go on degraded, and the slots of
 // the IOs that waited are retired (the target may still write into their chunks when it wakes).
 TEST(gga_pipeline, a_silent_target_is_lost_in_bounded_time_and_reads_go_on) {
-  gga_pipeline p({});
+  gga_pipeline p({.device = "tcp"});
   start_endless_reads(p);
   if (HasFatalFailure()) return;
   p.targets[0]->signal(SIGSTOP);
