@@ -5,6 +5,8 @@
 // Exit status: 0 after a session ended with shutdown (or Ctrl-C before any client), also when it
 // ran degraded after losing one target; 1 when the session failed (client or a target lost before
 // the data path ran, two targets lost, Ctrl-C mid-session, data-path errors), 2 for bad flags.
+// With --keep-serving it takes session after session until SIGINT/SIGTERM: 0, or 1 when any
+// session's data path had errors.
 #include <cstdio>
 
 #include "core/cli.hpp"
@@ -14,6 +16,7 @@
 #include "gga_config.hpp"
 #include "service/client_session.hpp"
 #include "service/gga_session.hpp"
+#include "service/session_loop.hpp"
 #include "service/target_set.hpp"
 #include "storage/comch_control_channel.hpp"
 #include "storage/stats.hpp"
@@ -30,31 +33,35 @@ int main(int argc, char** argv) {
   return core::run_guarded(gga_offload::program_name, [&] {
     const auto timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(config.control_timeout);
+    const auto keep_alive =
+        std::chrono::duration_cast<std::chrono::milliseconds>(config.keep_alive_timeout);
     core::device device = core::device::open(config.device);
     // Connect order data_1, data_2, data_p (§2.8).
-    service::target_set targets(
-        {config.data_1_storage, config.data_2_storage, config.data_p_storage}, timeout);
+    auto connect = [&] {
+      return std::make_unique<service::target_set>(
+          std::vector<std::string>{config.data_1_storage, config.data_2_storage,
+                                   config.data_p_storage},
+          timeout, keep_alive);
+    };
+    auto targets = connect();
     storage::comch_control_server server(config.representor, config.command_channel_name);
     // A launcher waits for this line before it starts the initiator.
     ZC_LOG_INFO("listening on channel {}", config.command_channel_name);
-    service::client_link client(server);
-    service::gga_session session({config.cpus, config.poll_mode, timeout, config.matrix,
-                                  config.trigger_recovery_read_every_n},
-                                 device, targets, client);
-    const service::session_outcome outcome = service::serve_client(client, session);
-    const auto blocks = session.stats();
-    std::fputs(storage::format_core_stats(blocks).c_str(), stdout);
-    if (const uint8_t lost = session.lost_targets(); lost != 0) {
-      for (uint32_t k = 0; k < service::gga_target_count; ++k)
-        if ((lost & (1u << k)) != 0)
-          std::printf("| Storage: degraded, %s lost\n", targets.name(k).c_str());
-    }
-    std::fflush(stdout);
-    if (outcome == service::session_outcome::failed) return 1;
-    if (session.data_path_errors() != 0) {
-      ZC_LOG_ERROR("the data path had {} errors", session.data_path_errors());
-      return 1;
-    }
-    return 0;
+    return service::serve_sessions(
+        config, server, std::move(targets), connect,
+        [&](service::target_set& session_targets, service::client_link& client) {
+          service::gga_session session({config.cpus, config.poll_mode, timeout, config.matrix,
+                                        config.trigger_recovery_read_every_n},
+                                       device, session_targets, client);
+          const service::session_outcome outcome = service::serve_client(client, session);
+          std::fputs(storage::format_core_stats(session.stats()).c_str(), stdout);
+          if (const uint8_t lost = session.lost_targets(); lost != 0) {
+            for (uint32_t k = 0; k < service::gga_target_count; ++k)
+              if ((lost & (1u << k)) != 0)
+                std::printf("| Storage: degraded, %s lost\n", session_targets.name(k).c_str());
+          }
+          std::fflush(stdout);
+          return service::session_result{outcome, session.data_path_errors()};
+        });
   });
 }

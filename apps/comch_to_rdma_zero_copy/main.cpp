@@ -3,6 +3,8 @@
 // straight to and from the host's memory (REFERENCE_SPEC §2.7, §3.6).
 // Exit status: 0 after a session ended with shutdown (or Ctrl-C before any client), 1 when the
 // session failed (client or target lost, Ctrl-C mid-session, data-path errors), 2 for bad flags.
+// With --keep-serving it takes session after session until SIGINT/SIGTERM: 0, or 1 when any
+// session's data path had errors.
 #include <cstdio>
 
 #include "core/cli.hpp"
@@ -10,6 +12,7 @@
 #include "core/log.hpp"
 #include "core/thread.hpp"
 #include "service/client_session.hpp"
+#include "service/session_loop.hpp"
 #include "service/target_set.hpp"
 #include "service/zero_copy_session.hpp"
 #include "storage/comch_control_channel.hpp"
@@ -26,23 +29,26 @@ int main(int argc, char** argv) {
   return core::run_guarded(zero_copy::program_name, [&] {
     const auto timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(config.control_timeout);
+    const auto keep_alive =
+        std::chrono::duration_cast<std::chrono::milliseconds>(config.keep_alive_timeout);
     core::device device = core::device::open(config.device);
-    service::target_set targets({config.storage_server}, timeout);
+    auto connect = [&] {
+      return std::make_unique<service::target_set>(std::vector<std::string>{config.storage_server},
+                                                   timeout, keep_alive);
+    };
+    auto targets = connect();
     storage::comch_control_server server(config.representor, config.command_channel_name);
     // A launcher waits for this line before it starts the initiator.
     ZC_LOG_INFO("listening on channel {}", config.command_channel_name);
-    service::client_link client(server);
-    service::zero_copy_session session({config.cpus, config.poll_mode, timeout}, device, targets,
-                                       client);
-    const service::session_outcome outcome = service::serve_client(client, session);
-    const auto blocks = session.stats();
-    std::fputs(storage::format_core_stats(blocks).c_str(), stdout);
-    std::fflush(stdout);
-    if (outcome == service::session_outcome::failed) return 1;
-    if (session.data_path_errors() != 0) {
-      ZC_LOG_ERROR("the data path had {} errors", session.data_path_errors());
-      return 1;
-    }
-    return 0;
+    return service::serve_sessions(
+        config, server, std::move(targets), connect,
+        [&](service::target_set& session_targets, service::client_link& client) {
+          service::zero_copy_session session({config.cpus, config.poll_mode, timeout}, device,
+                                             session_targets, client);
+          const service::session_outcome outcome = service::serve_client(client, session);
+          std::fputs(storage::format_core_stats(session.stats()).c_str(), stdout);
+          std::fflush(stdout);
+          return service::session_result{outcome, session.data_path_errors()};
+        });
   });
 }

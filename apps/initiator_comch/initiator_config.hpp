@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/progress_engine.hpp"
+#include "storage/keep_alive.hpp"
 
 namespace zc::initiator {
 
@@ -51,12 +52,17 @@ struct initiator_config {
   uint32_t transaction_count = 64;                 // most transactions in flight per worker
   std::string command_channel_name = "doca_storage_comch";
   uint32_t control_timeout_seconds = 5;
+  // The service is lost once it answered no keep-alive for this long (0: none are sent).
+  uint32_t keep_alive_seconds = storage::default_keep_alive_seconds;
   uint64_t local_io_region_size = 0;  // bytes; 0: the storage capacity
   uint64_t blocks_per_io = 1;         // k; 1..max_blocks_per_io once validated
   core::poll_mode poll_mode = core::poll_mode::adaptive;
   std::string stats_json;  // write the run's statistics there as JSON (empty: don't)
   bool progress = false;   // one progress line a second on stderr; default: stderr is a terminal
 
+  std::chrono::seconds keep_alive_timeout() const {
+    return std::chrono::seconds(keep_alive_seconds);
+  }
   std::chrono::seconds control_timeout() const {
     return std::chrono::seconds(control_timeout_seconds);
   }

@@ -33,6 +33,7 @@ int run(const nbd_app::nbd_config& config) {
   host::session session({.device = config.device,
                          .channel_name = config.command_channel_name,
                          .control_timeout = config.control_timeout(),
+                         .keep_alive_timeout = config.keep_alive_timeout(),
                          .poll_mode = config.poll_mode});
   const auto workers = static_cast<uint32_t>(config.cpus.size());
   nbd::host_backend_options backend_options;

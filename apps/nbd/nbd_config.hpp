@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/progress_engine.hpp"
+#include "storage/keep_alive.hpp"
 
 namespace zc::nbd_app {
 
@@ -25,6 +26,8 @@ struct nbd_config {
   std::string command_channel_name = "doca_storage_comch";
   uint32_t transaction_count = 64;  // slots per worker: IO messages in flight
   uint32_t control_timeout_seconds = 5;
+  // The service is lost once it answered no keep-alive for this long (0: none are sent).
+  uint32_t keep_alive_seconds = storage::default_keep_alive_seconds;
   core::poll_mode poll_mode = core::poll_mode::adaptive;
   std::string socket;  // Unix socket path
   std::string listen;  // "a.b.c.d:port"
@@ -33,6 +36,9 @@ struct nbd_config {
   // Listening sockets from systemd (LISTEN_PID/LISTEN_FDS), found at parse time.
   int systemd_listeners = 0;
 
+  std::chrono::seconds keep_alive_timeout() const {
+    return std::chrono::seconds(keep_alive_seconds);
+  }
   std::chrono::seconds control_timeout() const {
     return std::chrono::seconds(control_timeout_seconds);
   }

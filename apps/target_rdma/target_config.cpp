@@ -8,6 +8,7 @@
 #include "core/cli.hpp"
 #include "core/device.hpp"
 #include "core/status.hpp"
+#include "storage/keep_alive.hpp"
 
 namespace zc::target {
 
@@ -37,7 +38,21 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
           ->capture_default_str();
   app.add_option("--block-size", out.block_size, "Block size in bytes (ignored with a .sbc file)")
       ->capture_default_str();
+  app.add_flag("--keep-serving", out.keep_serving,
+               "Take the next service after a session ends with shutdown (default: exit then)");
+  int64_t keep_alive_seconds = storage::default_keep_alive_seconds;
+  app.add_option("--keep-alive-timeout", keep_alive_seconds,
+                 "Seconds a service may stay silent (keep-alives included) before its session "
+                 "ends; 0: never")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)));
   if (auto code = cli.parse(argc, argv)) return code;
+  if (keep_alive_seconds != 0 && keep_alive_seconds < storage::min_keep_alive_seconds) {
+    std::cerr << program_name << ": --keep-alive-timeout must be 0 (off) or at least "
+              << storage::min_keep_alive_seconds << " seconds\n";
+    return core::exit_bad_usage;
+  }
+  out.keep_alive_timeout = std::chrono::seconds(keep_alive_seconds);
   out.listen_port = static_cast<uint16_t>(port);
   out.block_count_given = block_count->count() != 0;
   out.poll_mode = cli.polling();

@@ -36,7 +36,8 @@ uint64_t page_round(uint64_t bytes) {
 
 }  // namespace
 
-session::session(const session_options& options) : options_(options) {
+session::session(const session_options& options)
+    : options_(options), alive_(options.keep_alive_timeout) {
   try {
     channel_ = std::make_unique<storage::comch_control_client>(
         options_.device, options_.channel_name, clock::now() + options_.control_timeout);
@@ -46,6 +47,7 @@ session::session(const session_options& options) : options_(options) {
     throw;
   }
   ZC_LOG_INFO("connected to the service on channel {}", options_.channel_name);
+  alive_.restart(clock::now());
 }
 
 session::~session() {
@@ -70,6 +72,8 @@ message session::request(message_type type, message_type expected, storage::mess
     take_consumer_events();
     if (r.failed()) throw_failure(r, waiting_for);
     const message& in = *r.msg;
+    alive_.heard(clock::now());
+    if (in.message_id == storage::keep_alive_message_id) continue;  // a late keep-alive answer
     if (in.message_id != id)
       throw status_error(status::unexpected,
                          fmt::format("Received unexpected {} id: {} while waiting for {}",
@@ -168,14 +172,31 @@ std::pair<status, worker*> session::queue_failure() {
 }
 
 status session::watch(std::chrono::milliseconds slice) {
+  if (const auto now = clock::now(); alive_.send_due(now)) {
+    if (status s = channel_->send(storage::make_keep_alive()); !ok(s)) {
+      ZC_LOG_ERROR("lost the service: {}", channel_->last_error());
+      return s;
+    }
+    alive_.sent(now);
+  }
   auto r = storage::wait_for(*channel_, slice, storage::on_stop_request::carry_on);
   take_consumer_events();
+  const auto now = clock::now();
   if (r.msg) {
+    alive_.heard(now);
+    if (r.msg->type == message_type::keep_alive_response &&
+        r.msg->message_id == storage::keep_alive_message_id)
+      return status::success;
     ZC_LOG_ERROR("the service sent {} id {} unrequested", storage::to_string(r.msg->type),
                  r.msg->message_id);
     return status::unexpected;
   }
-  if (r.code == status::time_out) return status::success;
+  if (r.code == status::time_out) {
+    if (!alive_.expired(now)) return status::success;
+    ZC_LOG_ERROR("lost the service: it answered no keep-alive for more than {} s",
+                 alive_.timeout().count() / 1000);
+    return status::time_out;
+  }
   if (r.failed())
     ZC_LOG_ERROR("lost the service: {}", r.text.empty() ? status_name(r.code) : r.text);
   return r.code;

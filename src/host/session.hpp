@@ -26,6 +26,7 @@
 #include "host/worker.hpp"
 #include "storage/comch_control_channel.hpp"
 #include "storage/control_message.hpp"
+#include "storage/keep_alive.hpp"
 #include "storage/peer_consumers.hpp"
 
 namespace zc::host {
@@ -35,6 +36,9 @@ struct session_options {
   std::string channel_name = "doca_storage_comch";
   // Bounds the connect, every response wait and the readiness wait.
   std::chrono::milliseconds control_timeout{5000};
+  // watch() sends keep-alives and counts the service lost when it answered none for this long;
+  // zero: none sent (a reference service knows no keep-alive).
+  std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds(10)};
   core::poll_mode poll_mode = core::poll_mode::adaptive;
 };
 
@@ -73,9 +77,10 @@ class session {
   void wait_ready();
   void start();
 
-  // While the data path runs: sleeps on the channel up to `slice`; success while the service is
-  // there and silent, otherwise why the session is over (the channel failed, or the service sent
-  // something unrequested: unexpected).
+  // While the data path runs: sends a keep-alive when one is due, sleeps on the channel up to
+  // `slice`; success while the service is there, otherwise why the session is over (the channel
+  // failed, the service sent something unrequested: unexpected, or it answered no keep-alive for
+  // longer than the keep-alive timeout: time_out).
   status watch(std::chrono::milliseconds slice);
   // The first worker whose queue stopped working — it gave up on a silent service (time_out), or
   // its consumer failed — with that worker; success (and null) while every queue works. A queue
@@ -99,6 +104,7 @@ class session {
 
   session_options options_;
   std::unique_ptr<storage::comch_control_client> channel_;
+  storage::keep_alive alive_;
   uint32_t next_id_ = 0;  // message_id and correlation_id of the next request (§2.5)
   std::unique_ptr<core::memory_map> region_;
   storage::peer_consumers service_consumers_;  // announced and not expired

@@ -10,6 +10,11 @@ namespace zc::service {
 using storage::message;
 using storage::message_type;
 
+void client_link::client_connected() {
+  alive_.restart(std::chrono::steady_clock::now());
+  connected_ = true;
+}
+
 status client_link::pump(std::chrono::milliseconds timeout) {
   storage::receive_result got = storage::wait_for(server_, timeout);
   drain_events();
@@ -17,7 +22,15 @@ status client_link::pump(std::chrono::milliseconds timeout) {
     keep(std::move(*got.msg));
     return status::success;
   }
-  if (got.code == status::time_out) return status::time_out;
+  if (got.code == status::time_out) {
+    // Polled empty just now: the silence is real.
+    if (connected_ && alive_.expired(std::chrono::steady_clock::now()))
+      throw session_lost(status::time_out,
+                         fmt::format("the client sent nothing, not even a keep-alive, for more "
+                                     "than {} s",
+                                     alive_.timeout().count() / 1000));
+    return status::time_out;
+  }
   if (got.code == status::shutdown) throw session_lost(status::shutdown, "stop requested");
   throw session_lost(got.code, fmt::format("client connection lost: {}",
                                            got.text.empty() ? status_name(got.code) : got.text));
@@ -34,6 +47,12 @@ void client_link::drain_events() {
 // A client waits for each answer (REFERENCE_SPEC §2.9): one that keeps sending is broken, and
 // must not grow this queue without bound.
 void client_link::keep(message&& m) {
+  alive_.heard(std::chrono::steady_clock::now());
+  if (m.type == message_type::keep_alive_request) {
+    // Answered whatever the stage; a failed send shows as the connection's loss on the next poll.
+    (void)server_.send(storage::make_response(m, message_type::keep_alive_response));
+    return;
+  }
   if (early_.size() >= max_queued_requests)
     throw session_lost(status::unexpected,
                        fmt::format("the client sent more than {} requests without waiting for "
@@ -160,6 +179,7 @@ session_outcome serve_client(client_link& client, request_handler& handler,
   }
   ZC_LOG_INFO("client connected (pid {})",
               server.connection() != nullptr ? server.connection()->peer_pid() : 0);
+  client.client_connected();
 
   size_t stage = 0;
   try {

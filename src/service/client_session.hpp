@@ -17,6 +17,7 @@
 
 #include "storage/comch_control_channel.hpp"
 #include "storage/control_message.hpp"
+#include "storage/keep_alive.hpp"
 #include "storage/peer_consumers.hpp"
 
 namespace zc::service {
@@ -29,20 +30,26 @@ class session_lost : public status_error {
 };
 
 // The client's comch connection as a handler sees it: messages the client sent early are kept
-// for the loop, consumer events are applied as they come.
+// for the loop, consumer events are applied as they come, keep-alives are answered at once.
 // Requests a client may have sent ahead of their turn; more is a broken client.
 inline constexpr size_t max_queued_requests = 16;
 
 class client_link {
  public:
-  explicit client_link(storage::comch_control_server& server) : server_(server) {}
+  // A non-zero keep_alive_timeout ends the session (session_lost) once the client sent nothing,
+  // not even a keep-alive, for that long after it connected.
+  explicit client_link(storage::comch_control_server& server,
+                       std::chrono::milliseconds keep_alive_timeout = std::chrono::milliseconds(0))
+      : server_(server), alive_(keep_alive_timeout) {}
 
   storage::comch_control_server& server() noexcept { return server_; }
   const storage::peer_consumers& consumers() const noexcept { return consumers_; }
 
+  // The client connected: its keep-alive clock starts.
+  void client_connected();
   // Polls the client channel for up to `timeout`: a message is kept for take_request(), consumer
   // events are applied. Returns success (something happened), time_out, or throws session_lost
-  // (client connection lost, Ctrl-C).
+  // (client connection lost, silent past the keep-alive timeout, Ctrl-C).
   status pump(std::chrono::milliseconds timeout);
   // Pumps until pred() holds or `timeout` passes; returns pred().
   template <typename Pred>
@@ -73,6 +80,8 @@ class client_link {
   storage::comch_control_server& server_;
   storage::peer_consumers consumers_;
   std::deque<storage::message> early_;
+  storage::keep_alive alive_;
+  bool connected_ = false;
 };
 
 // What a service does at each stage. Every on_* returns the response to the client (usually with

@@ -8,6 +8,7 @@
 
 #include "core/status.hpp"
 #include "storage/ipv4_endpoint.hpp"
+#include "storage/keep_alive.hpp"
 
 namespace zc::service {
 
@@ -29,6 +30,13 @@ void common_flags::add_channel_options() {
       ->capture_default_str();
   app.add_option("--control-timeout", timeout_seconds_,
                  "Seconds to wait for a peer on the control path (connect, each response)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)));
+  app.add_flag("--keep-serving", out_.keep_serving,
+               "Take session after session until SIGINT/SIGTERM (default: one session, then exit)");
+  app.add_option("--keep-alive-timeout", keep_alive_seconds_,
+                 "Seconds a client or target may stay silent (keep-alives included) before its "
+                 "session ends; 0: never")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)));
 }
@@ -57,6 +65,12 @@ std::optional<int> common_flags::finish(
     return core::exit_bad_usage;
   }
   out_.control_timeout = std::chrono::seconds(timeout_seconds_);
+  if (keep_alive_seconds_ != 0 && keep_alive_seconds_ < storage::min_keep_alive_seconds) {
+    std::cerr << program << ": --keep-alive-timeout must be 0 (off) or at least "
+              << storage::min_keep_alive_seconds << " seconds\n";
+    return core::exit_bad_usage;
+  }
+  out_.keep_alive_timeout = std::chrono::seconds(keep_alive_seconds_);
   return std::nullopt;
 }
 

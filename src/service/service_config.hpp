@@ -21,6 +21,7 @@
 
 #include "core/cli.hpp"
 #include "core/progress_engine.hpp"
+#include "storage/keep_alive.hpp"
 
 namespace zc::service {
 
@@ -31,13 +32,17 @@ struct service_config {
   std::string command_channel_name = "doca_storage_comch";
   std::chrono::seconds control_timeout{5};
   core::poll_mode poll_mode = core::poll_mode::adaptive;
+  // Session after session instead of the reference's one (--keep-serving).
+  bool keep_serving = false;
+  // A silent client or target ends its session after this (--keep-alive-timeout; 0: never).
+  std::chrono::seconds keep_alive_timeout{storage::default_keep_alive_seconds};
 };
 
 class common_flags {
  public:
   // Adds -d, -r and --cpu to cli (first: the order --help shows).
   common_flags(core::cli& cli, service_config& out);
-  // Adds --command-channel-name and --control-timeout.
+  // Adds --command-channel-name, --control-timeout, --keep-serving and --keep-alive-timeout.
   void add_channel_options();
   // After cli.parse(): the poll mode, the device, each storage address (a.b.c.d:port), the
   // channel name and the control timeout (zero: "control-timeout must not be zero", then
@@ -51,6 +56,7 @@ class common_flags {
   core::cli& cli_;
   service_config& out_;
   int64_t timeout_seconds_ = 5;
+  int64_t keep_alive_seconds_ = storage::default_keep_alive_seconds;
 };
 
 // The configuration lines both services print, in the reference's order: cpus, device,

@@ -11,7 +11,8 @@ using storage::message;
 using storage::message_type;
 
 target_set::target_set(const std::vector<std::string>& addresses,
-                       std::chrono::milliseconds control_timeout)
+                       std::chrono::milliseconds control_timeout,
+                       std::chrono::milliseconds keep_alive_timeout)
     : timeout_(control_timeout), addresses_(addresses) {
   // The reference's connect loop had no bound: one deadline for every target here.
   const auto deadline = std::chrono::steady_clock::now() + control_timeout;
@@ -25,6 +26,7 @@ target_set::target_set(const std::vector<std::string>& addresses,
     ZC_LOG_INFO("connected to storage {}", name(i));
   }
   forgotten_.assign(channels_.size(), false);
+  alive_.assign(channels_.size(), storage::keep_alive(keep_alive_timeout));
 }
 
 target_set::~target_set() = default;
@@ -92,7 +94,9 @@ message target_set::wait_response(size_t target, uint32_t mid, message_type expe
     if (got.code == status::shutdown) throw status_error(status::shutdown, "stop requested");
     if (got.failed())
       lost(target, got.text.empty() ? std::string(status_name(got.code)) : got.text);
+    alive_[target].heard(std::chrono::steady_clock::now());
     message& reply = *got.msg;
+    if (reply.message_id == storage::keep_alive_message_id) continue;  // a keep-alive's answer
     if (reply.message_id != mid) {
       // A late answer to a request that timed out answers nothing waited for now. A few are
       // possible (one per request given up on); a stream of them is a broken peer.
@@ -140,12 +144,24 @@ void target_set::check_connections() {
     if (forgotten_[i]) continue;
     auto& channel = *channels_[i];
     if (!channel.is_connected()) lost(i, "not connected");
+    const auto now = std::chrono::steady_clock::now();
     for (;;) {
       storage::receive_result got = channel.poll();
       if (got.failed()) lost(i, got.text.empty() ? std::string(status_name(got.code)) : got.text);
       if (!got.msg) break;
+      alive_[i].heard(now);
+      if (got.msg->message_id == storage::keep_alive_message_id) continue;
       ZC_LOG_WARN("storage {}: dropped unrequested {} id {}", name(i),
                   storage::to_string(got.msg->type), got.msg->message_id);
+    }
+    // Polled empty just now: silence is real, not a message waiting in the socket.
+    if (alive_[i].expired(now))
+      lost(i, fmt::format("it sent nothing, not even a keep-alive answer, for more than {} s",
+                          alive_[i].timeout().count() / 1000));
+    if (alive_[i].send_due(now)) {
+      if (status s = channel.send(storage::make_keep_alive()); !ok(s))
+        lost(i, channel.last_error());
+      alive_[i].sent(now);
     }
   }
 }

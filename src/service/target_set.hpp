@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "storage/control_message.hpp"
+#include "storage/keep_alive.hpp"
 #include "storage/tcp_control_channel.hpp"
 
 namespace zc::service {
@@ -48,8 +49,10 @@ class target_set {
  public:
   // Connects to every "a.b.c.d:port" in order, each retrying refused connects until
   // `control_timeout` from now. Throws status_error: invalid_value (bad address), time_out,
-  // shutdown (Ctrl-C), not_connected.
-  target_set(const std::vector<std::string>& addresses, std::chrono::milliseconds control_timeout);
+  // shutdown (Ctrl-C), not_connected. A non-zero `keep_alive_timeout` turns keep-alive on (see
+  // check_connections).
+  target_set(const std::vector<std::string>& addresses, std::chrono::milliseconds control_timeout,
+             std::chrono::milliseconds keep_alive_timeout = std::chrono::milliseconds(0));
   ~target_set();
   target_set(const target_set&) = delete;
   target_set& operator=(const target_set&) = delete;
@@ -81,7 +84,10 @@ class target_set {
                                             storage::message_type expected);
 
   // Never blocks: reads what the targets sent unasked (logged and dropped) and throws target_lost
-  // when a connection failed. For a service between client requests.
+  // when a connection failed. For a service between client requests, at least every second.
+  // With keep-alive on, it also sends each target its keep_alive_request when due and throws
+  // target_lost for a target that sent nothing, not even a keep-alive answer, for longer than
+  // the keep-alive timeout.
   void check_connections();
 
   // Best effort, for a session that failed: sends shutdown_request to every connected target and
@@ -102,6 +108,7 @@ class target_set {
   std::vector<std::unique_ptr<storage::tcp_client_channel>> channels_;
   uint32_t next_mid_ = 0;  // REFERENCE_SPEC §2.5: from 0, shared by every target
   std::vector<bool> forgotten_;
+  std::vector<storage::keep_alive> alive_;  // one per target
 };
 
 // The target's response turned into the answer to the client: the target's type and payload,

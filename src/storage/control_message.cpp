@@ -25,6 +25,8 @@ constexpr std::array<std::string_view, message_type_count> type_names = {
     "stop_storage_response",
     "shutdown_request",
     "shutdown_response",
+    "keep_alive_request",
+    "keep_alive_response",
 };
 
 // Index into message_payload of the alternative each type carries.

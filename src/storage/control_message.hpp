@@ -33,8 +33,13 @@ enum class message_type : uint32_t {
   stop_storage_response = 10,
   shutdown_request = 11,
   shutdown_response = 12,
+  // zcstore's own (FORMATS.md §6): the reference's types keep their numbers. A control client
+  // sends keep_alive_request when due (keep_alive_interval); the server answers at once, in any
+  // stage, and neither changes the session's stage. Empty payload.
+  keep_alive_request = 13,
+  keep_alive_response = 14,
 };
-inline constexpr uint32_t message_type_count = 13;
+inline constexpr uint32_t message_type_count = 15;
 
 // Which of a worker's two RDMA connections a create_rdma_connection message is about.
 enum class rdma_role : uint32_t {
@@ -47,7 +52,7 @@ std::string_view to_string(message_type type) noexcept;
 // "io_data" / "io_control"; "unknown" otherwise.
 std::string_view to_string(rdma_role role) noexcept;
 
-// Payload of the types that carry none (1, 4, 7..12).
+// Payload of the types that carry none (1, 4, 7..14).
 struct empty_payload {
   bool operator==(const empty_payload&) const = default;
 };

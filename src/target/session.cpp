@@ -41,14 +41,32 @@ target_service::~target_service() {
 }
 
 int target_service::run(storage::control_channel& channel) {
+  uint64_t sessions = 0;
   while (!exit_ && !core::stop_requested()) {
     status s = storage::wait_until_connected(channel, poll_slice);
     if (s == status::time_out) continue;
     if (!ok(s)) break;
     ZC_LOG_INFO("service connected");
     serve(channel);
+    if (!config_.keep_serving) continue;
+    // Each session's own block, printed as it ends.
+    teardown();
+    ++sessions;
+    print_stats();
+    stats_.clear();
+    ZC_LOG_INFO("session {} ended{}", sessions,
+                core::stop_requested() ? "" : "; waiting for the next service");
   }
   teardown();
+  if (!config_.keep_serving || sessions == 0) print_stats();
+  if (data_path_errors_ != 0) {
+    ZC_LOG_ERROR("the data path had {} errors", data_path_errors_);
+    return 1;
+  }
+  return 0;
+}
+
+void target_service::print_stats() {
   // No session got as far as its workers (Ctrl-C while idle): one empty block per core, so the
   // output always has the reference's per-core blocks.
   if (stats_.empty())
@@ -59,18 +77,25 @@ int target_service::run(storage::control_channel& channel) {
   }
   std::fputs(storage::format_core_stats(blocks).c_str(), stdout);
   std::fflush(stdout);
-  if (data_path_errors_ != 0) {
-    ZC_LOG_ERROR("the data path had {} errors", data_path_errors_);
-    return 1;
-  }
-  return 0;
 }
 
 void target_service::serve(storage::control_channel& channel) {
   stage_ = stage::query;
+  storage::keep_alive alive(config_.keep_alive_timeout);
   while (stage_ != stage::done) {
     auto received = storage::wait_for(channel, poll_slice);
-    if (received.code == status::time_out) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (received.code == status::time_out) {
+      // Polled empty just now: the silence is real.
+      if (!alive.expired(now)) continue;
+      ZC_LOG_ERROR(
+          "the service sent nothing, not even a keep-alive, for more than {} s: "
+          "ending the session",
+          alive.timeout().count() / 1000);
+      channel.close();
+      teardown();
+      return;
+    }
     if (received.code == status::shutdown) {
       ZC_LOG_INFO("stop requested: ending the session");
       exit_ = true;
@@ -83,9 +108,12 @@ void target_service::serve(storage::control_channel& channel) {
       teardown();
       return;
     }
+    alive.heard(now);
     const message& request = *received.msg;
     ZC_LOG_DEBUG("received {} id {}", storage::to_string(request.type), request.message_id);
-    message reply = handle(request);
+    message reply = request.type == message_type::keep_alive_request
+                        ? storage::make_response(request, message_type::keep_alive_response)
+                        : handle(request);
     if (status s = channel.send(reply); !ok(s)) {
       ZC_LOG_ERROR("cannot answer the service: {}", channel.last_error());
       channel.close();
@@ -93,8 +121,12 @@ void target_service::serve(storage::control_channel& channel) {
       return;
     }
   }
-  // Let the last response go out before the program ends.
+  // Let the last response go out before the program ends or the next service comes.
   [[maybe_unused]] auto last = storage::wait_for(channel, 100ms);
+  if (config_.keep_serving) {
+    channel.close();
+    return;
+  }
   exit_ = true;
 }
 

@@ -45,6 +45,9 @@ struct gga_options {
   // (UCX's mm transport, by design), so a second target would look silent too. Targets on other
   // hosts never share that FIFO.
   std::string device = "auto";
+  // Added to the targets' and the service's command lines (--keep-serving, ...).
+  std::vector<std::string> target_flags;
+  std::vector<std::string> service_flags;
 };
 
 // Generator output, three targets, the service and the initiator.
@@ -100,6 +103,7 @@ class gga_pipeline {
           argv.push_back(a);
       }
       for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
+      for (auto& f : options_.target_flags) argv.push_back(f);
       targets[i] = std::make_unique<subprocess>(argv);
       if (!targets[i]->wait_for_output("listening on port", start_timeout)) return false;
       const std::string out = targets[i]->output();
@@ -134,6 +138,7 @@ class gga_pipeline {
       argv.push_back("127.0.0.1:" + std::to_string(ports_[i]));
     }
     for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
+    for (auto& f : options_.service_flags) argv.push_back(f);
     service = std::make_unique<subprocess>(argv);
     return service->wait_for_output("listening on channel", start_timeout);
   }
@@ -274,6 +279,27 @@ TEST(gga_pipeline, writes_then_reads_validate_through_the_write_flow) {
       p.service->output().find("| Recovery count: " + std::to_string(gga_run_limit / 3) + "\n"),
       std::string::npos)
       << p.all_output();
+}
+
+// With --keep-serving the gga service and its three targets take one initiator after another:
+// each run writes and reads back through its own session, and SIGINT ends every daemon with 0.
+TEST(gga_pipeline, keep_serving_takes_one_initiator_after_another) {
+  gga_pipeline p({.target_flags = {"--keep-serving"}, .service_flags = {"--keep-serving"}});
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  for (int session = 1; session <= 3; ++session) {
+    p.start_initiator("read_write_data_validity_test", {"--transaction-count", "8"});
+    ASSERT_EQ(p.initiator->wait(run_timeout), std::optional<int>(0)) << p.all_output();
+    const std::string ended = "session " + std::to_string(session) + " ended (shutdown)";
+    ASSERT_TRUE(p.service->wait_for_output(ended, start_timeout)) << p.all_output();
+  }
+  p.service->signal(SIGINT);
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  for (auto& t : p.targets) {
+    EXPECT_TRUE(t->running());
+    t->signal(SIGINT);
+    EXPECT_EQ(t->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  }
 }
 
 // Blocks that do not compress enough cannot be stored (the image format has no raw block): each

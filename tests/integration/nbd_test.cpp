@@ -75,9 +75,11 @@ class nbd_pipeline : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // Target and service, then zcstore_nbd on the Unix socket.
-  bool start(pipeline& p) {
+  bool start(pipeline& p, std::vector<std::string> extra = {}) {
     if (!p.start_target() || !p.start_service()) return false;
-    nbd = std::make_unique<subprocess>(nbd_argv(p, {"--socket", socket_}));
+    std::vector<std::string> flags{"--socket", socket_};
+    for (auto& f : extra) flags.push_back(f);
+    nbd = std::make_unique<subprocess>(nbd_argv(p, flags));
     return nbd->wait_for_output("serving NBD on " + socket_, start_timeout);
   }
   std::string uri() const { return "nbd+unix:///?socket=" + socket_; }
@@ -183,6 +185,19 @@ TEST_F(nbd_pipeline, a_silent_service_fails_the_requests_and_ends_the_export) {
   EXPECT_TRUE(r.code.has_value() && *r.code != 0) << r.output << output(p);
   EXPECT_EQ(nbd->wait(start_timeout), std::optional<int>(1)) << output(p);
   EXPECT_NE(nbd->output().find("gave up on the service"), std::string::npos) << nbd->output();
+}
+
+// An idle export whose service stops answering: no request waits for it, but keep-alive finds it
+// and the export ends with status 1 instead of holding its clients for ever.
+TEST_F(nbd_pipeline, an_idle_export_finds_a_frozen_service_by_keep_alive) {
+  pipeline p({.block_count = nbd_blocks});
+  ASSERT_TRUE(start(p, {"--keep-alive-timeout", "2"})) << output(p);
+  p.service->signal(SIGSTOP);
+  ASSERT_TRUE(p.service->wait_stopped(start_timeout));
+  const auto code = nbd->wait(2s + std::chrono::seconds(control_timeout_s) + exit_margin);
+  p.service->signal(SIGCONT);
+  EXPECT_EQ(code, std::optional<int>(1)) << output(p);
+  EXPECT_NE(nbd->output().find("answered no keep-alive"), std::string::npos) << nbd->output();
 }
 
 // Fencing seen from a real client: the target stalls (SIGSTOP) past the control timeout while

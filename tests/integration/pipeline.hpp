@@ -66,6 +66,9 @@ struct pipeline_options {
   std::string target_device = "auto";
   std::string service_device = "auto";
   std::string target_host = "127.0.0.1";
+  // Added to the target's and the service's command lines (--keep-serving, ...).
+  std::vector<std::string> target_flags;
+  std::vector<std::string> service_flags;
 };
 
 // The three processes; each is SIGKILLed if still running when the test ends.
@@ -90,6 +93,7 @@ class pipeline {
       argv.push_back("--backing-file");
       argv.push_back(options_.backing_file);
     }
+    for (auto& f : options_.target_flags) argv.push_back(f);
     target = std::make_unique<subprocess>(argv);
     if (!target->wait_for_output("listening on port", start_timeout)) return false;
     if (port_ == 0) {
@@ -121,6 +125,7 @@ class pipeline {
                                   "--control-timeout",
                                   std::to_string(control_timeout_s)};
     for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
+    for (auto& f : options_.service_flags) argv.push_back(f);
     service = std::make_unique<subprocess>(argv);
     return !wait || service->wait_for_output("listening on channel", start_timeout);
   }
@@ -163,6 +168,10 @@ class pipeline {
   std::unique_ptr<subprocess> target, service, initiator;
   // The service's comch channel, for a front end other than the initiator (zcstore_nbd).
   const std::string& channel() const { return channel_; }
+  // The target's control port, once start_target() or start_service() settled it.
+  uint16_t port() const { return port_; }
+  // Points this pipeline's service at a target another pipeline started.
+  void use_target_port(uint16_t port) { port_ = port; }
 
  private:
   pipeline_options options_;

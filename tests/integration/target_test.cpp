@@ -582,7 +582,7 @@ TEST_P(target_session, malformed_frames_close_the_connection_and_leak_nothing) {
       {"empty body", frame(0, {})},
       {"oversized body length", frame(0xFFFFFFFF, header(1, 5, 6))},
       {"body just over the limit", frame(64 * 1024 + 1, header(1, 5, 6))},
-      {"unknown type 13", frame(12, header(13, 5, 6))},
+      {"unknown type 15", frame(12, header(15, 5, 6))},
       {"unknown type 0xFFFFFFFF", frame(12, header(0xFFFFFFFF, 5, 6))},
       {"init without its payload", frame(12, header(3, 5, 6))},
       {"query with trailing bytes", frame(16, cat(header(1, 5, 6), be32(0)))},

@@ -248,6 +248,59 @@ TEST(target_set, a_forgotten_target_is_passed_by) {
                target_lost);
 }
 
+// Keep-alive: a target that answers keep_alive_request stays; one that answers nothing at all is
+// lost once the keep-alive timeout passed, while one that never got keep-alive turned on is not.
+bool lost_within(target_set& targets, std::chrono::milliseconds bound) {
+  const auto deadline = clock_type::now() + bound;
+  while (clock_type::now() < deadline) {
+    try {
+      targets.check_connections();
+    } catch (const target_lost&) {
+      return true;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+reaction answer_keep_alive(const message& m) {
+  if (m.type == message_type::keep_alive_request)
+    return {{storage::make_response(m, message_type::keep_alive_response)}};
+  return answer_as_expected(m);
+}
+
+TEST(target_set, a_target_that_answers_keep_alives_stays) {
+  fake_target t(answer_keep_alive);
+  target_set targets({t.address()}, 1s, 2s);
+  EXPECT_FALSE(lost_within(targets, 3500ms));
+  // Keep-alives went out about once a second, with their own message id, and no request's mid
+  // was taken by them.
+  const auto got = t.received();
+  ASSERT_GE(got.size(), 2u);
+  for (const auto& m : got) {
+    EXPECT_EQ(m.type, message_type::keep_alive_request);
+    EXPECT_EQ(m.message_id, storage::keep_alive_message_id);
+  }
+  EXPECT_EQ(targets.next_message_id(), 0u);
+  // A keep-alive answer that arrives while a request waits is not a stale answer.
+  EXPECT_EQ(targets.request(0, query(1), message_type::query_storage_response).type,
+            message_type::query_storage_response);
+}
+
+TEST(target_set, a_silent_target_is_lost_at_the_keep_alive_timeout) {
+  fake_target t([](const message&) { return reaction{}; });
+  target_set targets({t.address()}, 1s, 2s);
+  EXPECT_FALSE(lost_within(targets, 1500ms));
+  EXPECT_TRUE(lost_within(targets, 3s));
+}
+
+TEST(target_set, without_keep_alive_a_silent_target_is_kept) {
+  fake_target t([](const message&) { return reaction{}; });
+  target_set targets({t.address()}, 1s);
+  EXPECT_FALSE(lost_within(targets, 2500ms));
+  EXPECT_TRUE(t.received().empty());
+}
+
 TEST(target_set, connecting_gives_up_at_the_control_timeout) {
   const std::string nobody = "127.0.0.1:" + std::to_string(test::free_tcp_port());
   try {

@@ -236,9 +236,9 @@ TEST(comch_control_channel, malformed_frame_is_reported_and_closes_the_connectio
   {
     raw_client raw(name);
     ASSERT_TRUE(raw.connect(server));
-    // A well-formed frame first, then one of unknown type 13, each its own comch message.
+    // A well-formed frame first, then one of unknown type 15, each its own comch message.
     const auto good = encode(query(1));
-    const auto bad = test::hex("00 00 00 0C | 00 00 00 0D | 00 00 00 00 | 00 00 00 00");
+    const auto bad = test::hex("00 00 00 0C | 00 00 00 0F | 00 00 00 00 | 00 00 00 00");
     ASSERT_EQ(raw.send(good), status::success);
     ASSERT_EQ(raw.send(bad), status::success);
 
@@ -249,7 +249,7 @@ TEST(comch_control_channel, malformed_frame_is_reported_and_closes_the_connectio
     EXPECT_FALSE(got.msg);
     EXPECT_EQ(got.code, status::not_supported);
     EXPECT_NE(got.text.find("malformed control message"), std::string::npos) << got.text;
-    EXPECT_NE(got.text.find("unknown control message type 13"), std::string::npos) << got.text;
+    EXPECT_NE(got.text.find("unknown control message type 15"), std::string::npos) << got.text;
     EXPECT_EQ(server.last_error(), got.text);
     EXPECT_FALSE(server.is_connected());
     EXPECT_TRUE(raw.sees_close());

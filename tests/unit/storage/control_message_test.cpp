@@ -151,10 +151,12 @@ TEST(control_message, names_follow_the_reference) {
                          "stop_storage_request",
                          "stop_storage_response",
                          "shutdown_request",
-                         "shutdown_response"};
+                         "shutdown_response",
+                         "keep_alive_request",
+                         "keep_alive_response"};
   for (uint32_t t = 0; t < message_type_count; ++t)
     EXPECT_EQ(to_string(static_cast<message_type>(t)), names[t]);
-  EXPECT_EQ(to_string(static_cast<message_type>(13)), "unknown");
+  EXPECT_EQ(to_string(static_cast<message_type>(15)), "unknown");
   EXPECT_EQ(to_string(rdma_role::io_data), "io_data");
   EXPECT_EQ(to_string(rdma_role::io_control), "io_control");
   EXPECT_EQ(static_cast<uint32_t>(rdma_role::io_data), 0u);
@@ -263,8 +265,8 @@ TEST(control_message, oversized_body_is_rejected_before_it_arrives) {
 }
 
 TEST(control_message, unknown_type_is_rejected) {
-  expect_error(frame(hex("00 00 00 0D | 00 00 00 00 | 00 00 00 00")), status::not_supported,
-               "unknown control message type 13");
+  expect_error(frame(hex("00 00 00 0F | 00 00 00 00 | 00 00 00 00")), status::not_supported,
+               "unknown control message type 15");
   expect_error(frame(hex("FF FF FF FF | 00 00 00 00 | 00 00 00 00")), status::not_supported,
                "unknown");
 }

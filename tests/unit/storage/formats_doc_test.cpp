@@ -11,6 +11,7 @@
 #include "core/memory_map.hpp"
 #include "storage/control_message.hpp"
 #include "storage/io_message.hpp"
+#include "storage/keep_alive.hpp"
 #include "storage/sbc_file.hpp"
 #include "unit/storage/hex.hpp"
 
@@ -65,6 +66,9 @@ TEST(formats_doc, control_message_examples_match_the_codec) {
   expect_control_example("create_rdma_connection_request",
                          {message_type::create_rdma_connection_request, 6, 1,
                           rdma_connection_payload{1, rdma_role::io_control, {0xAB, 0xCD, 0xEF}}});
+  expect_control_example("keep_alive_request", make_keep_alive());
+  expect_control_example("keep_alive_response",
+                         make_response(make_keep_alive(), message_type::keep_alive_response));
 }
 
 TEST(formats_doc, io_message_examples_match_the_view) {

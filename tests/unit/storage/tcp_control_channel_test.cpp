@@ -187,9 +187,9 @@ TEST(tcp_control_channel, malformed_frame_is_reported_and_closes_the_connection)
   unique_fd raw = raw_connect(server.port());
   ASSERT_EQ(wait_until_connected(server, wait_limit), status::success);
 
-  // A well-formed frame first, then one of unknown type 13.
+  // A well-formed frame first, then one of unknown type 15.
   auto bytes = encode(query(1));
-  const auto bad = test::hex("00 00 00 0C | 00 00 00 0D | 00 00 00 00 | 00 00 00 00");
+  const auto bad = test::hex("00 00 00 0C | 00 00 00 0F | 00 00 00 00 | 00 00 00 00");
   bytes.insert(bytes.end(), bad.begin(), bad.end());
   ASSERT_EQ(::send(raw.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
 
@@ -201,7 +201,7 @@ TEST(tcp_control_channel, malformed_frame_is_reported_and_closes_the_connection)
   EXPECT_FALSE(got.msg);
   EXPECT_EQ(got.code, status::not_supported);
   EXPECT_NE(got.text.find("malformed control message"), std::string::npos) << got.text;
-  EXPECT_NE(got.text.find("unknown control message type 13"), std::string::npos) << got.text;
+  EXPECT_NE(got.text.find("unknown control message type 15"), std::string::npos) << got.text;
   EXPECT_EQ(server.last_error(), got.text);
   EXPECT_FALSE(server.is_connected());
   EXPECT_TRUE(raw_sees_close(raw.get()));

@@ -1,0 +1,199 @@
+// Services that stay up (issue 18): --keep-serving on the zero-copy service and the target, and
+// keep-alive on every control connection, with the real programs on 127.0.0.1 (pipeline.hpp).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "integration/pipeline.hpp"
+
+namespace zc::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// What a long-running process holds, read from /proc.
+struct footprint {
+  size_t fds = 0;
+  uint64_t rss_kib = 0;
+  uint64_t threads = 0;
+};
+
+footprint footprint_of(pid_t pid) {
+  footprint f;
+  const std::string dir = "/proc/" + std::to_string(pid);
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir + "/fd")) ++f.fds;
+  std::ifstream status(dir + "/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmRSS:") status >> f.rss_kib;
+    if (key == "Threads:") status >> f.threads;
+  }
+  return f;
+}
+
+std::string ended(uint64_t session) {
+  return "session " + std::to_string(session) + " ended";
+}
+
+// One short validity run through `p`'s long-running service; the initiator must succeed.
+void run_one_session(pipeline& p, uint64_t session) {
+  p.start_initiator("read_write_data_validity_test", 64, {"--transaction-count", "8"});
+  ASSERT_EQ(p.initiator->wait(run_timeout), std::optional<int>(0)) << p.all_output();
+  ASSERT_TRUE(p.service->wait_for_output(ended(session), start_timeout)) << p.all_output();
+  ASSERT_TRUE(p.target->wait_for_output(ended(session), start_timeout)) << p.all_output();
+}
+
+pipeline_options keep_serving(std::vector<std::string> service_extra = {},
+                              std::vector<std::string> target_extra = {}) {
+  pipeline_options o;
+  o.service_flags = {"--keep-serving"};
+  o.target_flags = {"--keep-serving"};
+  for (auto& f : service_extra) o.service_flags.push_back(f);
+  for (auto& f : target_extra) o.target_flags.push_back(f);
+  return o;
+}
+
+// Fifty sessions back to back through one service and one target: each one validates its data,
+// each ends with its own stats block, and neither daemon holds more descriptors or threads, or
+// noticeably more memory, after the last than after the warm-up. SIGINT then ends both with 0.
+TEST(sessions, fifty_sessions_back_to_back_leave_nothing_behind) {
+  pipeline p(keep_serving());
+  ASSERT_TRUE(p.start_target() && p.start_service()) << p.all_output();
+  constexpr uint64_t warm_up = 5, total = 50;
+  footprint service_start, target_start;
+  for (uint64_t n = 1; n <= total; ++n) {
+    run_one_session(p, n);
+    if (HasFatalFailure()) return;
+    if (n == warm_up) {
+      service_start = footprint_of(p.service->pid());
+      target_start = footprint_of(p.target->pid());
+    }
+  }
+  const footprint service_end = footprint_of(p.service->pid());
+  const footprint target_end = footprint_of(p.target->pid());
+  EXPECT_EQ(service_end.fds, service_start.fds) << p.all_output();
+  EXPECT_EQ(target_end.fds, target_start.fds) << p.all_output();
+  EXPECT_EQ(service_end.threads, service_start.threads);
+  EXPECT_EQ(target_end.threads, target_start.threads);
+  // 45 sessions: a leak of 50 KiB a session would show.
+  constexpr uint64_t slack_kib = 2048;
+  EXPECT_LE(service_end.rss_kib, service_start.rss_kib + slack_kib)
+      << service_start.rss_kib << " KiB after the warm-up";
+  EXPECT_LE(target_end.rss_kib, target_start.rss_kib + slack_kib)
+      << target_start.rss_kib << " KiB after the warm-up";
+  // One stats block per session, on both sides.
+  size_t blocks = 0;
+  const std::string out = p.service->output();
+  for (size_t at = out.find("| Core: "); at != std::string::npos; at = out.find("| Core: ", at + 1))
+    ++blocks;
+  EXPECT_EQ(blocks, total);
+  p.service->signal(SIGINT);
+  p.target->signal(SIGINT);
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  EXPECT_EQ(p.target->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+}
+
+// An initiator killed with -9 ends only its own session: both daemons take the next one.
+TEST(sessions, a_killed_initiator_ends_only_its_session) {
+  pipeline p(keep_serving());
+  ASSERT_TRUE(p.start_target() && p.start_service()) << p.all_output();
+  p.start_initiator("read_write_data_validity_test", 1'000'000'000);
+  ASSERT_TRUE(p.initiator->wait_for_output("running read_write_data_validity_test", start_timeout))
+      << p.all_output();
+  p.initiator->signal(SIGKILL);
+  ASSERT_TRUE(p.service->wait_for_output(ended(1), start_timeout)) << p.all_output();
+  EXPECT_TRUE(p.service->running());
+  run_one_session(p, 2);
+}
+
+// A client that stops answering (SIGSTOP: its comch connection stays up) is found by keep-alive:
+// its session ends within the timeout and the service takes the next client.
+TEST(sessions, a_frozen_initiator_is_found_by_keep_alive_and_the_next_one_is_served) {
+  pipeline p(keep_serving({"--keep-alive-timeout", "2"}));
+  ASSERT_TRUE(p.start_target() && p.start_service()) << p.all_output();
+  p.start_initiator("read_write_data_validity_test", 1'000'000'000);
+  ASSERT_TRUE(p.initiator->wait_for_output("running read_write_data_validity_test", start_timeout))
+      << p.all_output();
+  p.initiator->signal(SIGSTOP);
+  ASSERT_TRUE(p.initiator->wait_stopped(start_timeout));
+  const auto bound = 2s + std::chrono::seconds(control_timeout_s) + exit_margin;
+  EXPECT_TRUE(p.service->wait_for_output("the client sent nothing, not even a keep-alive", bound))
+      << p.all_output();
+  EXPECT_TRUE(p.service->wait_for_output(ended(1), start_timeout)) << p.all_output();
+  p.initiator->signal(SIGKILL);
+  (void)p.initiator->wait(start_timeout);
+  run_one_session(p, 2);
+}
+
+// A service that stops answering is found by the target's keep-alive: the target ends that
+// session and serves the next service.
+TEST(sessions, a_frozen_service_is_found_by_the_target_which_serves_the_next_one) {
+  pipeline p(keep_serving({}, {"--keep-alive-timeout", "2"}));
+  ASSERT_TRUE(p.start_target() && p.start_service()) << p.all_output();
+  ASSERT_TRUE(p.target->wait_for_output("service connected", start_timeout)) << p.all_output();
+  p.service->signal(SIGSTOP);
+  ASSERT_TRUE(p.service->wait_stopped(start_timeout));
+  EXPECT_TRUE(p.target->wait_for_output("the service sent nothing, not even a keep-alive",
+                                        2s + exit_margin))
+      << p.all_output();
+  ASSERT_TRUE(p.target->wait_for_output(ended(1), start_timeout)) << p.all_output();
+
+  pipeline second;
+  second.use_target_port(p.port());
+  ASSERT_TRUE(second.start_service()) << second.all_output() << p.all_output();
+  second.start_initiator("read_write_data_validity_test", 64);
+  EXPECT_EQ(second.initiator->wait(run_timeout), std::optional<int>(0)) << second.all_output();
+  EXPECT_EQ(second.service->wait(start_timeout), std::optional<int>(0)) << second.all_output();
+  EXPECT_TRUE(p.target->wait_for_output(ended(2), start_timeout)) << p.all_output();
+  EXPECT_TRUE(p.target->running());
+  p.service->signal(SIGKILL);
+}
+
+// A target that stops answering is found by the service's keep-alive while it waits for a client.
+TEST(sessions, a_frozen_target_is_found_by_the_services_keep_alive) {
+  pipeline p({.service_flags = {"--keep-alive-timeout", "2"}});
+  ASSERT_TRUE(p.start_target() && p.start_service()) << p.all_output();
+  p.target->signal(SIGSTOP);
+  ASSERT_TRUE(p.target->wait_stopped(start_timeout));
+  const auto code = p.service->wait(2s + exit_margin);
+  p.target->signal(SIGCONT);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_EQ(*code, 1) << p.all_output();
+  EXPECT_NE(p.service->output().find("not even a keep-alive answer"), std::string::npos)
+      << p.all_output();
+}
+
+// Without keep-alive, the same silence goes unnoticed (the reference's behaviour, for peers that
+// know no keep-alive): the service is still waiting after the timeout would have passed.
+TEST(sessions, keep_alive_timeout_zero_turns_it_off) {
+  pipeline p({.service_flags = {"--keep-alive-timeout", "0"}});
+  ASSERT_TRUE(p.start_target() && p.start_service()) << p.all_output();
+  p.target->signal(SIGSTOP);
+  ASSERT_TRUE(p.target->wait_stopped(start_timeout));
+  EXPECT_FALSE(p.service->wait(4s).has_value()) << p.all_output();
+  p.target->signal(SIGCONT);
+}
+
+TEST(sessions, a_keep_alive_timeout_below_two_seconds_is_refused) {
+  for (const char* program : {"zcstore_comch_to_rdma_zero_copy", "zcstore_target_rdma"}) {
+    std::vector<std::string> argv{binary(program), "--cpu", "0", "--keep-alive-timeout", "1"};
+    if (std::string(program) == "zcstore_target_rdma") {
+      for (const char* a : {"--listen-port", "0", "--block-size", "4096", "--block-count", "4"})
+        argv.push_back(a);
+    } else {
+      argv.push_back("--storage-server");
+      argv.push_back("127.0.0.1:1");
+    }
+    subprocess s(argv);
+    EXPECT_EQ(s.wait(start_timeout), std::optional<int>(2)) << s.output();
+    EXPECT_NE(s.output().find("--keep-alive-timeout must be 0 (off) or at least 2 seconds"),
+              std::string::npos)
+        << s.output();
+  }
+}
+
+}  // namespace
+}  // namespace zc::test
