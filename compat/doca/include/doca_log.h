@@ -32,7 +32,7 @@ struct doca_log_backend;
 /* Program messages at or below `log_level` are printed. */
 DOCA_EXPERIMENTAL doca_error_t doca_log_level_set_global_lower_limit(uint32_t log_level);
 DOCA_EXPERIMENTAL uint32_t doca_log_level_get_global_lower_limit(void);
-/* Also raises the upper limit here: zcstore has one threshold per side (program, SDK). */
+/* Validated and otherwise ignored: zcstore keeps one threshold per side (program, SDK). */
 DOCA_EXPERIMENTAL doca_error_t doca_log_level_set_global_upper_limit(uint32_t log_level);
 /* Standard backend for program messages (stderr here, as zcstore logs). */
 DOCA_EXPERIMENTAL doca_error_t doca_log_backend_create_standard(void);
