@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "integration/doca_example.hpp"
 #include "support/subprocess.hpp"
 
 namespace zc::test {
@@ -16,57 +17,17 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-constexpr auto build_timeout = 180s;
 constexpr auto run_timeout = 90s;
 constexpr int message_count = 20;
 
-const std::string pkgconfig_dir = std::string(ZC_BINARY_DIR) + "/compat/doca/pkgconfig";
-const std::string example_dir = std::string(ZC_SOURCE_DIR) + "/examples/doca/rdma_send_receive";
-
-std::map<std::string, std::string> ucx_env() {
-  return {{"UCX_MM_ERROR_HANDLING", "y"},
-          {"UCX_KEEPALIVE_INTERVAL", "1s"},
-          {"UCX_WARN_UNUSED_ENV_VARS", "n"}};
-}
-
-// Runs a shell command with a bound; returns its exit status (-1 on timeout) and output.
-int run_shell(const std::string& command, std::string& output,
-              std::chrono::milliseconds timeout = build_timeout) {
-  subprocess p({"/bin/sh", "-c", command});
-  auto status = p.wait(timeout);
-  output = p.output();
-  return status ? *status : -1;
-}
-
 class doca_rdma_example : public ::testing::Test {
  protected:
-  // The example is built once for all tests of this binary, in a fresh directory.
-  static void SetUpTestSuite() {
-    std::string out;
-    if (run_shell("command -v meson", out, 10s) != 0) {
-      skip_reason_ = "meson is not installed (scripts/dev.sh deps installs it)";
-      return;
-    }
-    // Kept in the build tree between runs (ctest runs each test in its own process): ninja
-    // rebuilds what changed, meson reconfigures itself when its files change.
-    build_dir_ = fs::path(ZC_BINARY_DIR) / "examples/doca/rdma_send_receive";
-    std::string command = "ninja -C " + build_dir_.string();
-    if (!fs::exists(build_dir_ / "build.ninja")) {
-      fs::remove_all(build_dir_);
-      std::string options = "-Dwerror=true";
-#ifdef ZC_DOCA_EXAMPLES_SANITIZE
-      // The library is built with ASan/UBSan: a program that loads it needs the same runtimes.
-      options += " -Db_sanitize=address,undefined -Db_lundef=false";
-#endif
-      command = "PKG_CONFIG_PATH=" + pkgconfig_dir + " meson setup " + options + " " +
-                build_dir_.string() + " " + example_dir + " && " + command;
-    }
-    if (run_shell(command, out) != 0) build_error_ = command + "\n" + out;
-  }
+  // Built (or brought up to date) once per test process.
+  static void SetUpTestSuite() { example_ = doca::build_example("rdma_send_receive"); }
 
   void SetUp() override {
-    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
-    ASSERT_TRUE(build_error_.empty()) << "the example did not build:\n" << build_error_;
+    if (!example_.skip_reason.empty()) GTEST_SKIP() << example_.skip_reason;
+    ASSERT_TRUE(example_.error.empty()) << "the example did not build:\n" << example_.error;
     dir_ = fs::temp_directory_path() / unique_name("zc-doca-run");
     fs::create_directories(dir_);
   }
@@ -74,12 +35,8 @@ class doca_rdma_example : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
-  std::string program() const {
-    return (build_dir_ / "doca_rdma_send_receive").string();
-  }
-  std::string path(const std::string& name) const {
-    return (dir_ / name).string();
-  }
+  std::string program() const { return (example_.dir / "doca_rdma_send_receive").string(); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   struct outcome {
     int receiver_status = -1;
@@ -90,7 +47,7 @@ class doca_rdma_example : public ::testing::Test {
 
   outcome run_pair(const std::string& device, const std::string& sent, const std::string& expected,
                    std::map<std::string, std::string> env = {}) {
-    for (auto& [k, v] : ucx_env()) env.emplace(k, v);
+    for (auto& [k, v] : doca::ucx_env()) env.emplace(k, v);
     const std::string count = std::to_string(message_count);
     subprocess receiver({program(), "--role", "receive", "-d", device, "-ld", path("receiver.desc"),
                          "-re", path("sender.desc"), "-n", count, "-s", expected},
@@ -125,9 +82,7 @@ class doca_rdma_example : public ::testing::Test {
         << o.sender_output;
   }
 
-  static inline std::string skip_reason_;
-  static inline std::string build_error_;
-  static inline fs::path build_dir_;
+  static inline doca::built_example example_;
   fs::path dir_;
 };
 
