@@ -139,6 +139,8 @@ struct doca_ctx {
 };
 
 struct doca_pe {
+  // doca_pe_progress() never sleeps (the program owns its loop), so the engine's wait() policy
+  // is never used: busy says so.
   zc::core::progress_engine engine{zc::core::poll_mode::busy};
   std::vector<doca_ctx*> contexts;
 };
@@ -153,6 +155,6 @@ struct doca_task {
   doca_buf* src = nullptr;  // receive: unused
   doca_buf* dst = nullptr;  // send: unused
   doca_error_t status = DOCA_SUCCESS;
-  // Submits the task through its context (rdma.cpp); false type never reaches here.
+  // Submits the task through its context, by type (rdma.cpp).
   doca_error_t (*submit)(doca_task& task) noexcept = nullptr;
 };
