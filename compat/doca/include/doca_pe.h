@@ -28,7 +28,10 @@ DOCA_STABLE uint8_t doca_pe_progress(struct doca_pe* pe);
 DOCA_STABLE doca_error_t doca_pe_connect_ctx(struct doca_pe* pe, struct doca_ctx* ctx);
 DOCA_STABLE doca_error_t doca_pe_get_num_inflight_tasks(const struct doca_pe* pe,
                                                         size_t* num_inflight_tasks);
-/* Event mode: NOT_SUPPORTED in this slice (poll doca_pe_progress()). */
+/* Event mode. The handle is a file descriptor to poll/epoll: arm it with
+ * doca_pe_request_notification() (it turns readable at once when work is already pending), sleep
+ * on it, then doca_pe_clear_notification() and doca_pe_progress(). Task deadlines do not wake
+ * it: bound the sleep (a second is plenty; a dead peer is found within a few). */
 DOCA_STABLE doca_error_t doca_pe_get_notification_handle(const struct doca_pe* pe,
                                                          doca_notification_handle_t* handle);
 DOCA_STABLE doca_error_t doca_pe_request_notification(struct doca_pe* pe);

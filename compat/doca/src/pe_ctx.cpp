@@ -81,20 +81,26 @@ doca_error_t doca_pe_get_num_inflight_tasks(const struct doca_pe* pe, size_t* nu
 
 doca_error_t doca_pe_get_notification_handle(const struct doca_pe* pe,
                                              doca_notification_handle_t* handle) {
-  (void)pe;
-  (void)handle;
-  return ZC_DOCA_NOT_SUPPORTED();
+  if (pe == nullptr || handle == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  *handle = pe->engine.notification_fd();
+  return DOCA_SUCCESS;
 }
 
 doca_error_t doca_pe_request_notification(struct doca_pe* pe) {
-  (void)pe;
-  return ZC_DOCA_NOT_SUPPORTED();
+  if (pe == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  return guarded(__func__, [&] {
+    // State changes waiting to be reported are work too: the handle must not look idle.
+    bool pending = false;
+    for (doca_ctx* ctx : pe->contexts) pending = pending || !ctx->pending.empty();
+    if (pending || !pe->engine.arm_sources()) pe->engine.notify();
+    return DOCA_SUCCESS;
+  });
 }
 
 doca_error_t doca_pe_clear_notification(struct doca_pe* pe, doca_notification_handle_t handle) {
-  (void)pe;
-  (void)handle;
-  return ZC_DOCA_NOT_SUPPORTED();
+  if (pe == nullptr || handle != pe->engine.notification_fd()) return DOCA_ERROR_INVALID_VALUE;
+  pe->engine.clear_notify();
+  return DOCA_SUCCESS;
 }
 
 // ---- doca_ctx
