@@ -180,6 +180,126 @@ DOCA_EXPERIMENTAL const struct doca_buf* doca_rdma_task_read_get_src_buf(
 DOCA_EXPERIMENTAL struct doca_buf* doca_rdma_task_read_get_dst_buf(
     const struct doca_rdma_task_read* task);
 
+/* ---- Send with immediate: a send that also hands the peer's receive a 32-bit value. */
+struct doca_rdma_task_send_imm;
+typedef void (*doca_rdma_task_send_imm_completion_cb_t)(struct doca_rdma_task_send_imm* task,
+                                                        union doca_data task_user_data,
+                                                        union doca_data ctx_user_data);
+DOCA_EXPERIMENTAL doca_error_t
+doca_rdma_cap_task_send_imm_is_supported(const struct doca_devinfo* devinfo);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_send_imm_set_conf(
+    struct doca_rdma* rdma, doca_rdma_task_send_imm_completion_cb_t successful_task_completion_cb,
+    doca_rdma_task_send_imm_completion_cb_t error_task_completion_cb, uint32_t num_tasks);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_send_imm_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection,
+    const struct doca_buf* src_buf, doca_be32_t immediate_data, union doca_data user_data,
+    struct doca_rdma_task_send_imm** task);
+DOCA_EXPERIMENTAL struct doca_task* doca_rdma_task_send_imm_as_task(
+    struct doca_rdma_task_send_imm* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_send_imm_set_src_buf(struct doca_rdma_task_send_imm* task,
+                                                           const struct doca_buf* src_buf);
+DOCA_EXPERIMENTAL const struct doca_buf* doca_rdma_task_send_imm_get_src_buf(
+    const struct doca_rdma_task_send_imm* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_send_imm_set_immediate_data(
+    struct doca_rdma_task_send_imm* task, doca_be32_t immediate_data);
+DOCA_EXPERIMENTAL doca_be32_t
+doca_rdma_task_send_imm_get_immediate_data(const struct doca_rdma_task_send_imm* task);
+
+/* ---- Write with immediate: a write that also completes the peer's next posted receive, with
+ * opcode DOCA_RDMA_OPCODE_RECV_WRITE_WITH_IMM and the immediate value. */
+struct doca_rdma_task_write_imm;
+typedef void (*doca_rdma_task_write_imm_completion_cb_t)(struct doca_rdma_task_write_imm* task,
+                                                         union doca_data task_user_data,
+                                                         union doca_data ctx_user_data);
+DOCA_EXPERIMENTAL doca_error_t
+doca_rdma_cap_task_write_imm_is_supported(const struct doca_devinfo* devinfo);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_write_imm_set_conf(
+    struct doca_rdma* rdma, doca_rdma_task_write_imm_completion_cb_t successful_task_completion_cb,
+    doca_rdma_task_write_imm_completion_cb_t error_task_completion_cb, uint32_t num_tasks);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_write_imm_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection,
+    const struct doca_buf* src_buf, struct doca_buf* dst_buf, doca_be32_t immediate_data,
+    union doca_data user_data, struct doca_rdma_task_write_imm** task);
+DOCA_EXPERIMENTAL struct doca_task* doca_rdma_task_write_imm_as_task(
+    struct doca_rdma_task_write_imm* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_write_imm_set_src_buf(struct doca_rdma_task_write_imm* task,
+                                                            const struct doca_buf* src_buf);
+DOCA_EXPERIMENTAL void doca_rdma_task_write_imm_set_dst_buf(struct doca_rdma_task_write_imm* task,
+                                                            struct doca_buf* dst_buf);
+DOCA_EXPERIMENTAL const struct doca_buf* doca_rdma_task_write_imm_get_src_buf(
+    const struct doca_rdma_task_write_imm* task);
+DOCA_EXPERIMENTAL struct doca_buf* doca_rdma_task_write_imm_get_dst_buf(
+    const struct doca_rdma_task_write_imm* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_write_imm_set_immediate_data(
+    struct doca_rdma_task_write_imm* task, doca_be32_t immediate_data);
+DOCA_EXPERIMENTAL doca_be32_t
+doca_rdma_task_write_imm_get_immediate_data(const struct doca_rdma_task_write_imm* task);
+
+/* ---- Atomics on the first 8 bytes of the remote destination's data section (8-byte aligned,
+ * a map exported with DOCA_ACCESS_FLAG_RDMA_ATOMIC). The old value is appended to the local
+ * result buffer. */
+struct doca_rdma_task_atomic_cmp_swp;
+typedef void (*doca_rdma_task_atomic_cmp_swp_completion_cb_t)(
+    struct doca_rdma_task_atomic_cmp_swp* task, union doca_data task_user_data,
+    union doca_data ctx_user_data);
+DOCA_EXPERIMENTAL doca_error_t
+doca_rdma_cap_task_atomic_cmp_swp_is_supported(const struct doca_devinfo* devinfo);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_atomic_cmp_swp_set_conf(
+    struct doca_rdma* rdma,
+    doca_rdma_task_atomic_cmp_swp_completion_cb_t successful_task_completion_cb,
+    doca_rdma_task_atomic_cmp_swp_completion_cb_t error_task_completion_cb, uint32_t num_tasks);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_atomic_cmp_swp_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection, struct doca_buf* dst_buf,
+    struct doca_buf* result_buf, uint64_t cmp_data, uint64_t swap_data, union doca_data user_data,
+    struct doca_rdma_task_atomic_cmp_swp** task);
+DOCA_EXPERIMENTAL struct doca_task* doca_rdma_task_atomic_cmp_swp_as_task(
+    struct doca_rdma_task_atomic_cmp_swp* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_atomic_cmp_swp_set_dst_buf(
+    struct doca_rdma_task_atomic_cmp_swp* task, struct doca_buf* dst_buf);
+DOCA_EXPERIMENTAL void doca_rdma_task_atomic_cmp_swp_set_result_buf(
+    struct doca_rdma_task_atomic_cmp_swp* task, struct doca_buf* result_buf);
+DOCA_EXPERIMENTAL void doca_rdma_task_atomic_cmp_swp_set_cmp_data(
+    struct doca_rdma_task_atomic_cmp_swp* task, uint64_t cmp_data);
+DOCA_EXPERIMENTAL void doca_rdma_task_atomic_cmp_swp_set_swap_data(
+    struct doca_rdma_task_atomic_cmp_swp* task, uint64_t swap_data);
+DOCA_EXPERIMENTAL struct doca_buf* doca_rdma_task_atomic_cmp_swp_get_dst_buf(
+    const struct doca_rdma_task_atomic_cmp_swp* task);
+DOCA_EXPERIMENTAL struct doca_buf* doca_rdma_task_atomic_cmp_swp_get_result_buf(
+    const struct doca_rdma_task_atomic_cmp_swp* task);
+DOCA_EXPERIMENTAL uint64_t
+doca_rdma_task_atomic_cmp_swp_get_cmp_data(const struct doca_rdma_task_atomic_cmp_swp* task);
+DOCA_EXPERIMENTAL uint64_t
+doca_rdma_task_atomic_cmp_swp_get_swap_data(const struct doca_rdma_task_atomic_cmp_swp* task);
+
+struct doca_rdma_task_atomic_fetch_add;
+typedef void (*doca_rdma_task_atomic_fetch_add_completion_cb_t)(
+    struct doca_rdma_task_atomic_fetch_add* task, union doca_data task_user_data,
+    union doca_data ctx_user_data);
+DOCA_EXPERIMENTAL doca_error_t
+doca_rdma_cap_task_atomic_fetch_add_is_supported(const struct doca_devinfo* devinfo);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_atomic_fetch_add_set_conf(
+    struct doca_rdma* rdma,
+    doca_rdma_task_atomic_fetch_add_completion_cb_t successful_task_completion_cb,
+    doca_rdma_task_atomic_fetch_add_completion_cb_t error_task_completion_cb, uint32_t num_tasks);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_atomic_fetch_add_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection, struct doca_buf* dst_buf,
+    struct doca_buf* result_buf, uint64_t add_data, union doca_data user_data,
+    struct doca_rdma_task_atomic_fetch_add** task);
+DOCA_EXPERIMENTAL struct doca_task* doca_rdma_task_atomic_fetch_add_as_task(
+    struct doca_rdma_task_atomic_fetch_add* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_atomic_fetch_add_set_dst_buf(
+    struct doca_rdma_task_atomic_fetch_add* task, struct doca_buf* dst_buf);
+DOCA_EXPERIMENTAL void doca_rdma_task_atomic_fetch_add_set_result_buf(
+    struct doca_rdma_task_atomic_fetch_add* task, struct doca_buf* result_buf);
+DOCA_EXPERIMENTAL void doca_rdma_task_atomic_fetch_add_set_add_data(
+    struct doca_rdma_task_atomic_fetch_add* task, uint64_t add_data);
+DOCA_EXPERIMENTAL struct doca_buf* doca_rdma_task_atomic_fetch_add_get_dst_buf(
+    const struct doca_rdma_task_atomic_fetch_add* task);
+DOCA_EXPERIMENTAL struct doca_buf* doca_rdma_task_atomic_fetch_add_get_result_buf(
+    const struct doca_rdma_task_atomic_fetch_add* task);
+DOCA_EXPERIMENTAL uint64_t
+doca_rdma_task_atomic_fetch_add_get_add_data(const struct doca_rdma_task_atomic_fetch_add* task);
+
 #ifdef __cplusplus
 }
 #endif

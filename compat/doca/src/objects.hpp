@@ -146,14 +146,27 @@ struct doca_pe {
 };
 
 // Generic task: what doca_task_* needs, whatever the type. Typed tasks derive from it.
-enum class zc_doca_task_type { rdma_receive, rdma_send, rdma_write, rdma_read };
+enum class zc_doca_task_type {
+  rdma_receive,
+  rdma_send,
+  rdma_send_imm,
+  rdma_write,
+  rdma_write_imm,
+  rdma_read,
+  rdma_atomic_cmp_swp,
+  rdma_atomic_fetch_add,
+};
 struct doca_task {
   zc_doca_task_type type = zc_doca_task_type::rdma_send;
   doca_ctx* ctx = nullptr;
   zc::core::task_base* zc = nullptr;  // the zcstore task while allocated
   union doca_data user_data {};
-  doca_buf* src = nullptr;  // receive: unused
-  doca_buf* dst = nullptr;  // send: unused
+  doca_buf* src = nullptr;     // receive, atomics: unused
+  doca_buf* dst = nullptr;     // sends: unused
+  doca_buf* result = nullptr;  // atomics only
+  uint32_t immediate = 0;      // send/write with immediate, as the program gave it
+  uint64_t operand0 = 0;       // compare-and-swap: compare; fetch-and-add: add
+  uint64_t operand1 = 0;       // compare-and-swap: swap
   doca_error_t status = DOCA_SUCCESS;
   // Submits the task through its context, by type (rdma.cpp).
   doca_error_t (*submit)(doca_task& task) noexcept = nullptr;

@@ -13,6 +13,10 @@ struct doca_rdma_task_receive : doca_task {};
 struct doca_rdma_task_send : doca_task {};
 struct doca_rdma_task_write : doca_task {};
 struct doca_rdma_task_read : doca_task {};
+struct doca_rdma_task_send_imm : doca_task {};
+struct doca_rdma_task_write_imm : doca_task {};
+struct doca_rdma_task_atomic_cmp_swp : doca_task {};
+struct doca_rdma_task_atomic_fetch_add : doca_task {};
 
 // The context's one connection (multi-connection is not supported in this slice).
 struct doca_rdma_connection {
@@ -40,6 +44,13 @@ struct doca_rdma final : doca_ctx {
   zc::doca::task_conf<doca_rdma_task_send, doca_rdma_task_send_completion_cb_t> send;
   zc::doca::task_conf<doca_rdma_task_write, doca_rdma_task_write_completion_cb_t> write;
   zc::doca::task_conf<doca_rdma_task_read, doca_rdma_task_read_completion_cb_t> read;
+  zc::doca::task_conf<doca_rdma_task_send_imm, doca_rdma_task_send_imm_completion_cb_t> send_imm;
+  zc::doca::task_conf<doca_rdma_task_write_imm, doca_rdma_task_write_imm_completion_cb_t> write_imm;
+  zc::doca::task_conf<doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_completion_cb_t>
+      cmp_swp;
+  zc::doca::task_conf<doca_rdma_task_atomic_fetch_add,
+                      doca_rdma_task_atomic_fetch_add_completion_cb_t>
+      fetch_add;
   std::vector<uint8_t> local_blob;
   doca_rdma_connection connection{this};
 
@@ -108,6 +119,36 @@ doca_error_t submit_read(doca_task& w) noexcept {
   return to_doca(owner(w).zc->submit(t));
 }
 
+doca_error_t submit_send_imm(doca_task& w) noexcept {
+  if (!live(w.src)) return DOCA_ERROR_INVALID_VALUE;
+  auto& t = static_cast<rdma::send_imm_task&>(*w.zc);
+  t.set_src(*w.src->zc);
+  t.set_immediate_data(w.immediate);
+  return to_doca(owner(w).zc->submit(t));
+}
+
+doca_error_t submit_write_imm(doca_task& w) noexcept {
+  if (!live(w.src) || !live(w.dst)) return DOCA_ERROR_INVALID_VALUE;
+  auto& t = static_cast<rdma::write_imm_task&>(*w.zc);
+  t.set(*w.src->zc, *w.dst->zc);
+  t.set_immediate_data(w.immediate);
+  return to_doca(owner(w).zc->submit(t));
+}
+
+doca_error_t submit_cmp_swp(doca_task& w) noexcept {
+  if (!live(w.dst) || !live(w.result)) return DOCA_ERROR_INVALID_VALUE;
+  auto& t = static_cast<rdma::atomic_cmp_swp_task&>(*w.zc);
+  t.set(*w.dst->zc, *w.result->zc, w.operand0, w.operand1);
+  return to_doca(owner(w).zc->submit(t));
+}
+
+doca_error_t submit_fetch_add(doca_task& w) noexcept {
+  if (!live(w.dst) || !live(w.result)) return DOCA_ERROR_INVALID_VALUE;
+  auto& t = static_cast<rdma::atomic_fetch_add_task&>(*w.zc);
+  t.set(*w.dst->zc, *w.result->zc, w.operand0);
+  return to_doca(owner(w).zc->submit(t));
+}
+
 // Takes a zcstore task of type Zc and fills in its DOCA task.
 template <typename Zc, typename Typed, typename Callback>
 doca_error_t allocate(doca_rdma* rdma, doca_rdma_connection* connection,
@@ -127,6 +168,10 @@ doca_error_t allocate(doca_rdma* rdma, doca_rdma_connection* connection,
   task.user_data = user_data;
   task.src = const_cast<doca_buf*>(src);
   task.dst = dst;
+  task.result = nullptr;
+  task.immediate = 0;
+  task.operand0 = 0;
+  task.operand1 = 0;
   task.status = DOCA_SUCCESS;
   task.submit = submit;
   *out = &task;
@@ -169,6 +214,10 @@ doca_error_t doca_rdma::start() {
     apply<zc::rdma::send_task>(send);
     apply<zc::rdma::write_task>(write);
     apply<zc::rdma::read_task>(read);
+    apply<zc::rdma::send_imm_task>(send_imm);
+    apply<zc::rdma::write_imm_task>(write_imm);
+    apply<zc::rdma::atomic_cmp_swp_task>(cmp_swp);
+    apply<zc::rdma::atomic_fetch_add_task>(fetch_add);
   }
   if (zc->state() != zc::core::context_state::idle) return DOCA_ERROR_BAD_STATE;
   zc->set_permissions(zc::doca::rdma_rights(permissions));
@@ -299,6 +348,19 @@ doca_error_t doca_rdma_cap_task_read_is_supported(const struct doca_devinfo* dev
   return devinfo == nullptr ? DOCA_ERROR_INVALID_VALUE : DOCA_SUCCESS;
 }
 
+doca_error_t doca_rdma_cap_task_send_imm_is_supported(const struct doca_devinfo* devinfo) {
+  return devinfo == nullptr ? DOCA_ERROR_INVALID_VALUE : DOCA_SUCCESS;
+}
+doca_error_t doca_rdma_cap_task_write_imm_is_supported(const struct doca_devinfo* devinfo) {
+  return devinfo == nullptr ? DOCA_ERROR_INVALID_VALUE : DOCA_SUCCESS;
+}
+doca_error_t doca_rdma_cap_task_atomic_cmp_swp_is_supported(const struct doca_devinfo* devinfo) {
+  return devinfo == nullptr ? DOCA_ERROR_INVALID_VALUE : DOCA_SUCCESS;
+}
+doca_error_t doca_rdma_cap_task_atomic_fetch_add_is_supported(const struct doca_devinfo* devinfo) {
+  return devinfo == nullptr ? DOCA_ERROR_INVALID_VALUE : DOCA_SUCCESS;
+}
+
 doca_error_t doca_rdma_cap_get_max_send_buf_list_len(const struct doca_devinfo* devinfo,
                                                      uint32_t* max_send_buf_list_len) {
   if (devinfo == nullptr || max_send_buf_list_len == nullptr) return DOCA_ERROR_INVALID_VALUE;
@@ -351,6 +413,7 @@ enum doca_rdma_opcode doca_rdma_task_receive_get_result_opcode(
     const struct doca_rdma_task_receive* task) {
   if (task == nullptr || task->zc == nullptr) return DOCA_RDMA_OPCODE_RECV_SEND;
   const auto& t = static_cast<const zc::rdma::receive_task&>(*task->zc);
+  if (t.from_write()) return DOCA_RDMA_OPCODE_RECV_WRITE_WITH_IMM;
   return t.has_immediate() ? DOCA_RDMA_OPCODE_RECV_SEND_WITH_IMM : DOCA_RDMA_OPCODE_RECV_SEND;
 }
 
@@ -483,6 +546,241 @@ const struct doca_buf* doca_rdma_task_read_get_src_buf(const struct doca_rdma_ta
 
 struct doca_buf* doca_rdma_task_read_get_dst_buf(const struct doca_rdma_task_read* task) {
   return task == nullptr ? nullptr : task->dst;
+}
+
+// ---- send with immediate
+
+doca_error_t doca_rdma_task_send_imm_set_conf(struct doca_rdma* rdma,
+                                              doca_rdma_task_send_imm_completion_cb_t on_success,
+                                              doca_rdma_task_send_imm_completion_cb_t on_error,
+                                              uint32_t num_tasks) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  return zc::doca::set_conf<zc::rdma::send_imm_task>(rdma, rdma->send_imm, on_success, on_error,
+                                                     num_tasks);
+}
+
+doca_error_t doca_rdma_task_send_imm_allocate_init(struct doca_rdma* rdma,
+                                                   struct doca_rdma_connection* rdma_connection,
+                                                   const struct doca_buf* src_buf,
+                                                   doca_be32_t immediate_data,
+                                                   union doca_data user_data,
+                                                   struct doca_rdma_task_send_imm** task) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  auto r = zc::doca::allocate<zc::rdma::send_imm_task>(
+      rdma, rdma_connection, rdma->send_imm, zc_doca_task_type::rdma_send_imm,
+      &zc::doca::submit_send_imm, src_buf, nullptr, user_data, task);
+  if (r == DOCA_SUCCESS) (*task)->immediate = immediate_data;
+  return r;
+}
+
+struct doca_task* doca_rdma_task_send_imm_as_task(struct doca_rdma_task_send_imm* task) {
+  return task;
+}
+
+void doca_rdma_task_send_imm_set_src_buf(struct doca_rdma_task_send_imm* task,
+                                         const struct doca_buf* src_buf) {
+  if (task != nullptr) task->src = const_cast<doca_buf*>(src_buf);
+}
+
+const struct doca_buf* doca_rdma_task_send_imm_get_src_buf(
+    const struct doca_rdma_task_send_imm* task) {
+  return task == nullptr ? nullptr : task->src;
+}
+
+void doca_rdma_task_send_imm_set_immediate_data(struct doca_rdma_task_send_imm* task,
+                                                doca_be32_t immediate_data) {
+  if (task != nullptr) task->immediate = immediate_data;
+}
+
+doca_be32_t doca_rdma_task_send_imm_get_immediate_data(const struct doca_rdma_task_send_imm* task) {
+  return task == nullptr ? 0 : task->immediate;
+}
+
+// ---- write with immediate
+
+doca_error_t doca_rdma_task_write_imm_set_conf(struct doca_rdma* rdma,
+                                               doca_rdma_task_write_imm_completion_cb_t on_success,
+                                               doca_rdma_task_write_imm_completion_cb_t on_error,
+                                               uint32_t num_tasks) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  return zc::doca::set_conf<zc::rdma::write_imm_task>(rdma, rdma->write_imm, on_success, on_error,
+                                                      num_tasks);
+}
+
+doca_error_t doca_rdma_task_write_imm_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection,
+    const struct doca_buf* src_buf, struct doca_buf* dst_buf, doca_be32_t immediate_data,
+    union doca_data user_data, struct doca_rdma_task_write_imm** task) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  auto r = zc::doca::allocate<zc::rdma::write_imm_task>(
+      rdma, rdma_connection, rdma->write_imm, zc_doca_task_type::rdma_write_imm,
+      &zc::doca::submit_write_imm, src_buf, dst_buf, user_data, task);
+  if (r == DOCA_SUCCESS) (*task)->immediate = immediate_data;
+  return r;
+}
+
+struct doca_task* doca_rdma_task_write_imm_as_task(struct doca_rdma_task_write_imm* task) {
+  return task;
+}
+
+void doca_rdma_task_write_imm_set_src_buf(struct doca_rdma_task_write_imm* task,
+                                          const struct doca_buf* src_buf) {
+  if (task != nullptr) task->src = const_cast<doca_buf*>(src_buf);
+}
+
+void doca_rdma_task_write_imm_set_dst_buf(struct doca_rdma_task_write_imm* task,
+                                          struct doca_buf* dst_buf) {
+  if (task != nullptr) task->dst = dst_buf;
+}
+
+const struct doca_buf* doca_rdma_task_write_imm_get_src_buf(
+    const struct doca_rdma_task_write_imm* task) {
+  return task == nullptr ? nullptr : task->src;
+}
+
+struct doca_buf* doca_rdma_task_write_imm_get_dst_buf(const struct doca_rdma_task_write_imm* task) {
+  return task == nullptr ? nullptr : task->dst;
+}
+
+void doca_rdma_task_write_imm_set_immediate_data(struct doca_rdma_task_write_imm* task,
+                                                 doca_be32_t immediate_data) {
+  if (task != nullptr) task->immediate = immediate_data;
+}
+
+doca_be32_t doca_rdma_task_write_imm_get_immediate_data(
+    const struct doca_rdma_task_write_imm* task) {
+  return task == nullptr ? 0 : task->immediate;
+}
+
+// ---- atomic compare-and-swap
+
+doca_error_t doca_rdma_task_atomic_cmp_swp_set_conf(
+    struct doca_rdma* rdma, doca_rdma_task_atomic_cmp_swp_completion_cb_t on_success,
+    doca_rdma_task_atomic_cmp_swp_completion_cb_t on_error, uint32_t num_tasks) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  return zc::doca::set_conf<zc::rdma::atomic_cmp_swp_task>(rdma, rdma->cmp_swp, on_success,
+                                                           on_error, num_tasks);
+}
+
+doca_error_t doca_rdma_task_atomic_cmp_swp_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection, struct doca_buf* dst_buf,
+    struct doca_buf* result_buf, uint64_t cmp_data, uint64_t swap_data, union doca_data user_data,
+    struct doca_rdma_task_atomic_cmp_swp** task) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  auto r = zc::doca::allocate<zc::rdma::atomic_cmp_swp_task>(
+      rdma, rdma_connection, rdma->cmp_swp, zc_doca_task_type::rdma_atomic_cmp_swp,
+      &zc::doca::submit_cmp_swp, nullptr, dst_buf, user_data, task);
+  if (r == DOCA_SUCCESS) {
+    (*task)->result = result_buf;
+    (*task)->operand0 = cmp_data;
+    (*task)->operand1 = swap_data;
+  }
+  return r;
+}
+
+struct doca_task* doca_rdma_task_atomic_cmp_swp_as_task(
+    struct doca_rdma_task_atomic_cmp_swp* task) {
+  return task;
+}
+
+void doca_rdma_task_atomic_cmp_swp_set_dst_buf(struct doca_rdma_task_atomic_cmp_swp* task,
+                                               struct doca_buf* dst_buf) {
+  if (task != nullptr) task->dst = dst_buf;
+}
+
+void doca_rdma_task_atomic_cmp_swp_set_result_buf(struct doca_rdma_task_atomic_cmp_swp* task,
+                                                  struct doca_buf* result_buf) {
+  if (task != nullptr) task->result = result_buf;
+}
+
+void doca_rdma_task_atomic_cmp_swp_set_cmp_data(struct doca_rdma_task_atomic_cmp_swp* task,
+                                                uint64_t cmp_data) {
+  if (task != nullptr) task->operand0 = cmp_data;
+}
+
+void doca_rdma_task_atomic_cmp_swp_set_swap_data(struct doca_rdma_task_atomic_cmp_swp* task,
+                                                 uint64_t swap_data) {
+  if (task != nullptr) task->operand1 = swap_data;
+}
+
+struct doca_buf* doca_rdma_task_atomic_cmp_swp_get_dst_buf(
+    const struct doca_rdma_task_atomic_cmp_swp* task) {
+  return task == nullptr ? nullptr : task->dst;
+}
+
+struct doca_buf* doca_rdma_task_atomic_cmp_swp_get_result_buf(
+    const struct doca_rdma_task_atomic_cmp_swp* task) {
+  return task == nullptr ? nullptr : task->result;
+}
+
+uint64_t doca_rdma_task_atomic_cmp_swp_get_cmp_data(
+    const struct doca_rdma_task_atomic_cmp_swp* task) {
+  return task == nullptr ? 0 : task->operand0;
+}
+
+uint64_t doca_rdma_task_atomic_cmp_swp_get_swap_data(
+    const struct doca_rdma_task_atomic_cmp_swp* task) {
+  return task == nullptr ? 0 : task->operand1;
+}
+
+// ---- atomic fetch-and-add
+
+doca_error_t doca_rdma_task_atomic_fetch_add_set_conf(
+    struct doca_rdma* rdma, doca_rdma_task_atomic_fetch_add_completion_cb_t on_success,
+    doca_rdma_task_atomic_fetch_add_completion_cb_t on_error, uint32_t num_tasks) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  return zc::doca::set_conf<zc::rdma::atomic_fetch_add_task>(rdma, rdma->fetch_add, on_success,
+                                                             on_error, num_tasks);
+}
+
+doca_error_t doca_rdma_task_atomic_fetch_add_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection, struct doca_buf* dst_buf,
+    struct doca_buf* result_buf, uint64_t add_data, union doca_data user_data,
+    struct doca_rdma_task_atomic_fetch_add** task) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  auto r = zc::doca::allocate<zc::rdma::atomic_fetch_add_task>(
+      rdma, rdma_connection, rdma->fetch_add, zc_doca_task_type::rdma_atomic_fetch_add,
+      &zc::doca::submit_fetch_add, nullptr, dst_buf, user_data, task);
+  if (r == DOCA_SUCCESS) {
+    (*task)->result = result_buf;
+    (*task)->operand0 = add_data;
+  }
+  return r;
+}
+
+struct doca_task* doca_rdma_task_atomic_fetch_add_as_task(
+    struct doca_rdma_task_atomic_fetch_add* task) {
+  return task;
+}
+
+void doca_rdma_task_atomic_fetch_add_set_dst_buf(struct doca_rdma_task_atomic_fetch_add* task,
+                                                 struct doca_buf* dst_buf) {
+  if (task != nullptr) task->dst = dst_buf;
+}
+
+void doca_rdma_task_atomic_fetch_add_set_result_buf(struct doca_rdma_task_atomic_fetch_add* task,
+                                                    struct doca_buf* result_buf) {
+  if (task != nullptr) task->result = result_buf;
+}
+
+void doca_rdma_task_atomic_fetch_add_set_add_data(struct doca_rdma_task_atomic_fetch_add* task,
+                                                  uint64_t add_data) {
+  if (task != nullptr) task->operand0 = add_data;
+}
+
+struct doca_buf* doca_rdma_task_atomic_fetch_add_get_dst_buf(
+    const struct doca_rdma_task_atomic_fetch_add* task) {
+  return task == nullptr ? nullptr : task->dst;
+}
+
+struct doca_buf* doca_rdma_task_atomic_fetch_add_get_result_buf(
+    const struct doca_rdma_task_atomic_fetch_add* task) {
+  return task == nullptr ? nullptr : task->result;
+}
+
+uint64_t doca_rdma_task_atomic_fetch_add_get_add_data(
+    const struct doca_rdma_task_atomic_fetch_add* task) {
+  return task == nullptr ? 0 : task->operand0;
 }
 
 }  // extern "C"

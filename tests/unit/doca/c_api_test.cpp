@@ -258,7 +258,10 @@ struct peer {
   int received = 0;
   int sent = 0;
   int written = 0;
+  int atomics = 0;
   int failed = 0;
+  doca_rdma_opcode last_opcode = DOCA_RDMA_OPCODE_RECV_SEND;
+  doca_be32_t last_immediate = 0;
 };
 
 void on_state(const union doca_data user_data, struct doca_ctx*, enum doca_ctx_states prev,
@@ -285,7 +288,10 @@ void on_state(const union doca_data user_data, struct doca_ctx*, enum doca_ctx_s
 }
 
 void on_receive(doca_rdma_task_receive* task, doca_data, doca_data ctx_data) {
-  static_cast<peer*>(ctx_data.ptr)->received++;
+  auto* p = static_cast<peer*>(ctx_data.ptr);
+  p->received++;
+  p->last_opcode = doca_rdma_task_receive_get_result_opcode(task);
+  p->last_immediate = doca_rdma_task_receive_get_result_immediate_data(task);
   doca_task_free(doca_rdma_task_receive_as_task(task));
 }
 void on_receive_error(doca_rdma_task_receive* task, doca_data, doca_data ctx_data) {
@@ -311,6 +317,23 @@ void on_write_error(doca_rdma_task_write* task, doca_data, doca_data ctx_data) {
   doca_task_free(doca_rdma_task_write_as_task(task));
 }
 
+// The other task types count into the same fields: a test uses one type at a time.
+template <typename Task, doca_task* (*as_task)(Task*)>
+void count_sent(Task* task, doca_data, doca_data ctx_data) {
+  static_cast<peer*>(ctx_data.ptr)->sent++;
+  doca_task_free(as_task(task));
+}
+template <typename Task, doca_task* (*as_task)(Task*)>
+void count_atomic(Task* task, doca_data, doca_data ctx_data) {
+  static_cast<peer*>(ctx_data.ptr)->atomics++;
+  doca_task_free(as_task(task));
+}
+template <typename Task, doca_task* (*as_task)(Task*)>
+void count_failed(Task* task, doca_data, doca_data ctx_data) {
+  static_cast<peer*>(ctx_data.ptr)->failed++;
+  doca_task_free(as_task(task));
+}
+
 class doca_ctx_pair : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -320,14 +343,38 @@ class doca_ctx_pair : public ::testing::TestWithParam<const char*> {
       ASSERT_EQ(doca_pe_create(&p->pe), DOCA_SUCCESS);
       ASSERT_EQ(doca_rdma_create(p->dev, &p->rdma), DOCA_SUCCESS);
       p->ctx = doca_rdma_as_ctx(p->rdma);
-      ASSERT_EQ(doca_rdma_set_permissions(
-                    p->rdma, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_RDMA_WRITE),
+      ASSERT_EQ(doca_rdma_set_permissions(p->rdma, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE |
+                                                       DOCA_ACCESS_FLAG_RDMA_WRITE |
+                                                       DOCA_ACCESS_FLAG_RDMA_ATOMIC),
                 DOCA_SUCCESS);
       ASSERT_EQ(doca_rdma_set_gid_index(p->rdma, 0), DOCA_SUCCESS);
       ASSERT_EQ(doca_rdma_task_receive_set_conf(p->rdma, on_receive, on_receive_error, 4),
                 DOCA_SUCCESS);
       ASSERT_EQ(doca_rdma_task_send_set_conf(p->rdma, on_send, on_send_error, 4), DOCA_SUCCESS);
       ASSERT_EQ(doca_rdma_task_write_set_conf(p->rdma, on_write, on_write_error, 4), DOCA_SUCCESS);
+      ASSERT_EQ(doca_rdma_task_send_imm_set_conf(
+                    p->rdma, count_sent<doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task>,
+                    count_failed<doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task>, 4),
+                DOCA_SUCCESS);
+      ASSERT_EQ(doca_rdma_task_write_imm_set_conf(
+                    p->rdma, count_sent<doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task>,
+                    count_failed<doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task>, 4),
+                DOCA_SUCCESS);
+      ASSERT_EQ(doca_rdma_task_atomic_fetch_add_set_conf(
+                    p->rdma,
+                    count_atomic<doca_rdma_task_atomic_fetch_add,
+                                 doca_rdma_task_atomic_fetch_add_as_task>,
+                    count_failed<doca_rdma_task_atomic_fetch_add,
+                                 doca_rdma_task_atomic_fetch_add_as_task>,
+                    4),
+                DOCA_SUCCESS);
+      ASSERT_EQ(
+          doca_rdma_task_atomic_cmp_swp_set_conf(
+              p->rdma,
+              count_atomic<doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task>,
+              count_failed<doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task>,
+              4),
+          DOCA_SUCCESS);
       ASSERT_EQ(doca_ctx_set_state_changed_cb(p->ctx, on_state), DOCA_SUCCESS);
       ASSERT_EQ(doca_ctx_set_user_data(p->ctx, doca_data{.ptr = p}), DOCA_SUCCESS);
     }
@@ -502,6 +549,121 @@ TEST_P(doca_ctx_pair, write_lands_in_the_peer_export_where_asked) {
 
   doca_buf_dec_refcount(src, nullptr);
   doca_buf_dec_refcount(dst, nullptr);
+  EXPECT_EQ(doca_buf_inventory_destroy(inv), DOCA_SUCCESS);
+  EXPECT_EQ(doca_mmap_destroy(remote), DOCA_SUCCESS);
+  EXPECT_EQ(doca_mmap_destroy(map_a), DOCA_SUCCESS);
+  EXPECT_EQ(doca_mmap_destroy(map_b), DOCA_SUCCESS);
+}
+
+TEST_P(doca_ctx_pair, immediates_reach_the_receive_with_their_opcode) {
+  start_both();
+  std::vector<uint8_t> memory_a(4096), memory_b(4096, 0);
+  const char message[] = "with immediate";
+  std::memcpy(memory_a.data(), message, sizeof(message));
+  doca_mmap* map_a =
+      started_mmap(memory_a.data(), memory_a.size(), DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
+  doca_mmap* map_b = started_mmap(memory_b.data(), memory_b.size(),
+                                  DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_RDMA_WRITE);
+  const void* blob = nullptr;
+  size_t blob_len = 0;
+  ASSERT_EQ(doca_mmap_export_rdma(map_b, b.dev, &blob, &blob_len), DOCA_SUCCESS);
+  doca_mmap* remote = nullptr;
+  ASSERT_EQ(doca_mmap_create_from_export(nullptr, blob, blob_len, a.dev, &remote), DOCA_SUCCESS);
+  void* remote_addr = nullptr;
+  size_t remote_len = 0;
+  ASSERT_EQ(doca_mmap_get_memrange(remote, &remote_addr, &remote_len), DOCA_SUCCESS);
+  doca_buf_inventory* inv = nullptr;
+  ASSERT_EQ(doca_buf_inventory_create(8, &inv), DOCA_SUCCESS);
+  ASSERT_EQ(doca_buf_inventory_start(inv), DOCA_SUCCESS);
+  doca_buf *src = nullptr, *recv_buf = nullptr, *remote_dst = nullptr;
+  ASSERT_EQ(doca_buf_inventory_buf_get_by_data(inv, map_a, memory_a.data(), sizeof(message), &src),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_buf_inventory_buf_get_by_addr(inv, map_b, memory_b.data(), 256, &recv_buf),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_buf_inventory_buf_get_by_addr(
+                inv, remote, static_cast<uint8_t*>(remote_addr) + 1024, 256, &remote_dst),
+            DOCA_SUCCESS);
+
+  auto post_receive = [&] {
+    doca_buf_reset_data_len(recv_buf);
+    doca_rdma_task_receive* receive = nullptr;
+    ASSERT_EQ(doca_rdma_task_receive_allocate_init(b.rdma, recv_buf, doca_data{}, &receive),
+              DOCA_SUCCESS);
+    ASSERT_EQ(doca_task_submit(doca_rdma_task_receive_as_task(receive)), DOCA_SUCCESS);
+  };
+
+  post_receive();
+  doca_rdma_task_send_imm* send = nullptr;
+  ASSERT_EQ(
+      doca_rdma_task_send_imm_allocate_init(a.rdma, nullptr, src, 0x11223344u, doca_data{}, &send),
+      DOCA_SUCCESS);
+  EXPECT_EQ(doca_rdma_task_send_imm_get_immediate_data(send), 0x11223344u);
+  ASSERT_EQ(doca_task_submit(doca_rdma_task_send_imm_as_task(send)), DOCA_SUCCESS);
+  ASSERT_TRUE(progress_until([&] { return a.sent == 1 && b.received == 1; }));
+  EXPECT_EQ(b.last_opcode, DOCA_RDMA_OPCODE_RECV_SEND_WITH_IMM);
+  EXPECT_EQ(b.last_immediate, 0x11223344u);
+  EXPECT_EQ(std::memcmp(memory_b.data(), message, sizeof(message)), 0);
+
+  post_receive();
+  doca_rdma_task_write_imm* write = nullptr;
+  ASSERT_EQ(doca_rdma_task_write_imm_allocate_init(a.rdma, nullptr, src, remote_dst, 0x55667788u,
+                                                   doca_data{}, &write),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_task_submit(doca_rdma_task_write_imm_as_task(write)), DOCA_SUCCESS);
+  ASSERT_TRUE(progress_until([&] { return a.sent == 2 && b.received == 2; }));
+  EXPECT_EQ(a.failed + b.failed, 0);
+  EXPECT_EQ(b.last_opcode, DOCA_RDMA_OPCODE_RECV_WRITE_WITH_IMM);
+  EXPECT_EQ(b.last_immediate, 0x55667788u);
+  EXPECT_EQ(std::memcmp(memory_b.data() + 1024, message, sizeof(message)), 0);
+
+  for (doca_buf* buf : {src, recv_buf, remote_dst}) doca_buf_dec_refcount(buf, nullptr);
+  EXPECT_EQ(doca_buf_inventory_destroy(inv), DOCA_SUCCESS);
+  EXPECT_EQ(doca_mmap_destroy(remote), DOCA_SUCCESS);
+  EXPECT_EQ(doca_mmap_destroy(map_a), DOCA_SUCCESS);
+  EXPECT_EQ(doca_mmap_destroy(map_b), DOCA_SUCCESS);
+}
+
+TEST_P(doca_ctx_pair, atomics_return_the_old_value_and_change_the_remote_one) {
+  start_both();
+  alignas(8) uint64_t counter = 10;
+  alignas(8) uint64_t results[2] = {0, 0};
+  doca_mmap* map_b = started_mmap(&counter, sizeof(counter),
+                                  DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_RDMA_ATOMIC);
+  doca_mmap* map_a = started_mmap(results, sizeof(results), DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
+  const void* blob = nullptr;
+  size_t blob_len = 0;
+  ASSERT_EQ(doca_mmap_export_rdma(map_b, b.dev, &blob, &blob_len), DOCA_SUCCESS);
+  doca_mmap* remote = nullptr;
+  ASSERT_EQ(doca_mmap_create_from_export(nullptr, blob, blob_len, a.dev, &remote), DOCA_SUCCESS);
+  doca_buf_inventory* inv = nullptr;
+  ASSERT_EQ(doca_buf_inventory_create(4, &inv), DOCA_SUCCESS);
+  ASSERT_EQ(doca_buf_inventory_start(inv), DOCA_SUCCESS);
+  doca_buf *dst = nullptr, *old0 = nullptr, *old1 = nullptr;
+  ASSERT_EQ(doca_buf_inventory_buf_get_by_data(inv, remote, &counter, sizeof(counter), &dst),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_buf_inventory_buf_get_by_addr(inv, map_a, &results[0], 8, &old0), DOCA_SUCCESS);
+  ASSERT_EQ(doca_buf_inventory_buf_get_by_addr(inv, map_a, &results[1], 8, &old1), DOCA_SUCCESS);
+
+  doca_rdma_task_atomic_fetch_add* add = nullptr;
+  ASSERT_EQ(doca_rdma_task_atomic_fetch_add_allocate_init(a.rdma, nullptr, dst, old0, 5,
+                                                          doca_data{}, &add),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_task_submit(doca_rdma_task_atomic_fetch_add_as_task(add)), DOCA_SUCCESS);
+  ASSERT_TRUE(progress_until([&] { return a.atomics == 1 || a.failed != 0; }));
+  EXPECT_EQ(results[0], 10u);
+  EXPECT_EQ(counter, 15u);
+
+  doca_rdma_task_atomic_cmp_swp* swap = nullptr;
+  ASSERT_EQ(doca_rdma_task_atomic_cmp_swp_allocate_init(a.rdma, nullptr, dst, old1, 15, 99,
+                                                        doca_data{}, &swap),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_task_submit(doca_rdma_task_atomic_cmp_swp_as_task(swap)), DOCA_SUCCESS);
+  ASSERT_TRUE(progress_until([&] { return a.atomics == 2 || a.failed != 0; }));
+  EXPECT_EQ(a.failed, 0);
+  EXPECT_EQ(results[1], 15u);
+  EXPECT_EQ(counter, 99u);
+
+  for (doca_buf* buf : {dst, old0, old1}) doca_buf_dec_refcount(buf, nullptr);
   EXPECT_EQ(doca_buf_inventory_destroy(inv), DOCA_SUCCESS);
   EXPECT_EQ(doca_mmap_destroy(remote), DOCA_SUCCESS);
   EXPECT_EQ(doca_mmap_destroy(map_a), DOCA_SUCCESS);
