@@ -127,5 +127,5 @@ case "${1:-}" in
     pc_dir=$(dirname "$(find "$prefix" -name doca-common.pc -print -quit)")
     log "libzcstore-doca installed: export PKG_CONFIG_PATH=$pc_dir"
     ;;
-  *) sed -n '2,12p' "$0"; exit 2 ;;
+  *) sed -n '2,11p' "$0"; exit 2 ;;
 esac
