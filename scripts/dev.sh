@@ -7,6 +7,8 @@
 #   scripts/dev.sh fuzz [seconds]       build with clang + libFuzzer and fuzz every decoder
 #   scripts/dev.sh demo                 build and run the local demo, print what happened
 #   scripts/dev.sh bench [rdma|comch|target|pipeline|gga|nbd|all]   run benchmarks, write docs/BENCHMARKS.md
+#   scripts/dev.sh doca-install [PREFIX] build libzcstore-doca and install its headers, library and
+#                                       pkg-config files under PREFIX (default build/doca-prefix)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -15,7 +17,7 @@ JOBS=$(nproc)
 PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
   libucx-dev ucx-utils libisal-dev liblz4-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
-  libnbd-bin python3-libnbd qemu-utils fio nbdkit e2fsprogs mount)
+  libnbd-bin python3-libnbd qemu-utils fio nbdkit e2fsprogs mount meson)
 # Only the benchmarks need these: nbdkit and fio (the pipeline's and nbd's comparison), jq (JSON
 # parsing), linux-perf (gga's profile of the service, nbd's of zcstore_nbd).
 BENCH_PACKAGES=(nbdkit fio jq linux-perf)
@@ -117,5 +119,13 @@ case "${1:-}" in
     ucx_env
     exec "$ROOT/bench/run.sh" "$ROOT/build/release" "${2:-all}"
     ;;
-  *) sed -n '2,10p' "$0"; exit 2 ;;
+  doca-install)
+    deps
+    prefix=$(realpath -m "${2:-$ROOT/build/doca-prefix}")
+    build release zc_doca
+    cmake --install "$ROOT/build/release" --prefix "$prefix" >/dev/null
+    pc_dir=$(dirname "$(find "$prefix" -name doca-common.pc -print -quit)")
+    log "libzcstore-doca installed: export PKG_CONFIG_PATH=$pc_dir"
+    ;;
+  *) sed -n '2,11p' "$0"; exit 2 ;;
 esac

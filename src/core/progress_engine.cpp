@@ -206,6 +206,20 @@ void progress_engine::wait(std::chrono::microseconds timeout) {
   }
 }
 
+bool progress_engine::arm_sources() noexcept {
+  if (completed_head_ != nullptr) return false;
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (!watch(i)) ZC_SDK_LOG_ERROR("progress engine: cannot watch fd {}", sources_[i]->wait_fd());
+    if (!sources_[i]->arm()) return false;
+  }
+  return true;
+}
+
+void progress_engine::clear_notify() noexcept {
+  uint64_t value;
+  [[maybe_unused]] ssize_t r = read(notify_fd_, &value, sizeof(value));
+}
+
 void progress_engine::notify() noexcept {
   uint64_t one = 1;
   [[maybe_unused]] ssize_t r = write(notify_fd_, &one, sizeof(one));

@@ -78,6 +78,17 @@ class progress_engine {
   // Wakes the owning thread from wait(). Safe from any thread and from signal handlers.
   void notify() noexcept;
 
+  // For a caller that sleeps in its own poll/epoll loop instead of wait() (DOCA's
+  // doca_pe_get_notification_handle): a file descriptor that turns readable when a source may
+  // have work or notify() was called. Sources' deadlines do not wake it: such a caller bounds its
+  // own sleep.
+  int notification_fd() const noexcept { return epoll_fd_; }
+  // Gets every source ready to make notification_fd() readable, as wait() does before sleeping;
+  // false when work is already pending (the caller must not sleep).
+  bool arm_sources() noexcept;
+  // Consumes pending notify() calls, so notification_fd() reads as idle again.
+  void clear_notify() noexcept;
+
   // The time of this progress pass, for deadlines and periodic checks (which need no finer
   // grain): the clock is read at the first call in a pass and kept until the pass ends, so every
   // source of the engine shares one read, and a pass that times nothing reads no clock at all.

@@ -72,6 +72,7 @@ int context::on_send(const wire_header& h, void* data, size_t length, bool rende
     return UCS_OK;
   }
   t.has_immediate_ = (h.flags & internal::has_immediate) != 0;
+  t.from_write_ = false;
   t.immediate_ = h.immediate;
   t.received_ = length;
   uint8_t* dst = t.dst_->tail();
@@ -104,6 +105,7 @@ int context::on_write(const wire_header& h, void* data, size_t length, bool rend
       posted_.remove(*receive);
       receive->wire_id_ = 0;
       receive->has_immediate_ = true;
+      receive->from_write_ = true;
       receive->immediate_ = h.immediate;
       receive->received_ = 0;
       receive->deadline_ = new_deadline();

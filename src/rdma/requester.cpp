@@ -114,6 +114,7 @@ status context::submit(receive_task& t) noexcept {
   t.generation_++;  // names this use of the task to a rendezvous write still landing
   t.delivered_ = false;
   t.has_immediate_ = false;
+  t.from_write_ = false;
   t.received_ = 0;
   t.outcome_ = status::success;
   posted_.push_back(t);

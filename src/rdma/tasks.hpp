@@ -79,11 +79,15 @@ class receive_task final : public task {
   uint32_t immediate_data() const noexcept { return immediate_; }
   // Bytes the last message carried.
   size_t received_length() const noexcept { return received_; }
+  // Completed by the peer's write with immediate (its bytes went to the written memory, none to
+  // dst), not by a send.
+  bool from_write() const noexcept { return from_write_; }
 
  private:
   friend class context;
   core::buffer* dst_ = nullptr;
   bool has_immediate_ = false;
+  bool from_write_ = false;
   uint32_t immediate_ = 0;
   size_t received_ = 0;
 };

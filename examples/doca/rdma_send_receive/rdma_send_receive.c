@@ -1,0 +1,463 @@
+/*
+ * RDMA send/receive between two processes, written against the DOCA API only (seed 003's flow):
+ * the receiver posts receive tasks, the sender sends N messages, the receiver checks each one.
+ *
+ *   doca_rdma_send_receive --role receive -d mlx5_0 -ld recv.desc -re send.desc -n 8
+ *   doca_rdma_send_receive --role send    -d mlx5_0 -ld send.desc -re recv.desc -n 8 -s "Hi"
+ *
+ * Each side writes its connection descriptor to its -ld file in the STARTING callback and
+ * connects to the peer's (-re) once that file appears, as DOCA's samples exchange descriptors
+ * out of band. RDMA has no flow control for sends: the receiver writes "<ld>.ready" once its
+ * receives are posted, and the sender waits for "<re>.ready" before sending.
+ * Exit status: 0 when every message was sent (sender) or received intact (receiver).
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <doca_buf.h>
+#include <doca_buf_inventory.h>
+#include <doca_ctx.h>
+#include <doca_dev.h>
+#include <doca_error.h>
+#include <doca_log.h>
+#include <doca_mmap.h>
+#include <doca_pe.h>
+#include <doca_rdma.h>
+
+DOCA_LOG_REGISTER(RDMA_SEND_RECEIVE);
+
+#define MAX_MESSAGE_SIZE 256
+#define MAX_MESSAGES 1024
+#define PEER_WAIT_SECONDS 30
+#define RUN_SECONDS 60
+#define DEFAULT_STRING "Hi DOCA RDMA!"
+
+struct config {
+  bool sender;
+  char device[DOCA_DEVINFO_IBDEV_NAME_SIZE];
+  const char* local_path;
+  const char* remote_path;
+  const char* string;
+  uint32_t count;
+};
+
+struct resources {
+  struct config cfg;
+  struct doca_dev* dev;
+  struct doca_mmap* mmap;
+  struct doca_buf_inventory* inventory;
+  struct doca_pe* pe;
+  struct doca_rdma* rdma;
+  struct doca_ctx* ctx;
+  char* memory;
+  uint32_t completed;  /* sends acknowledged or messages received */
+  uint32_t verified;   /* receiver: messages that matched */
+  doca_error_t result; /* first error */
+  bool done;           /* the context went back to idle */
+};
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void pause_briefly(void) {
+  struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000};
+  nanosleep(&ts, NULL);
+}
+
+/* The message number i carries; its length without the terminator. */
+static size_t expected_message(const struct config* cfg, uint32_t i, char* out) {
+  int n = snprintf(out, MAX_MESSAGE_SIZE, "%s #%u", cfg->string, i);
+  return n < 0 ? 0 : (size_t)n;
+}
+
+/* Writes the whole file at once (a temporary file renamed), so the peer never reads half. */
+static doca_error_t write_file(const char* path, const void* data, size_t len) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+    return DOCA_ERROR_INVALID_VALUE;
+  FILE* f = fopen(tmp, "wb");
+  if (f == NULL) return DOCA_ERROR_IO_FAILED;
+  bool ok = fwrite(data, 1, len, f) == len;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp, path) != 0) return DOCA_ERROR_IO_FAILED;
+  return DOCA_SUCCESS;
+}
+
+/* Waits (bounded) for the peer's file, then reads it into a malloc'd buffer. */
+static doca_error_t read_peer_file(const char* path, void** data, size_t* len) {
+  const double deadline = now_seconds() + PEER_WAIT_SECONDS;
+  struct stat st;
+  while (stat(path, &st) != 0) {
+    if (now_seconds() > deadline) {
+      DOCA_LOG_ERR("Timed out waiting for %s", path);
+      return DOCA_ERROR_TIME_OUT;
+    }
+    pause_briefly();
+  }
+  if (st.st_size <= 0 || st.st_size > 65536) {
+    DOCA_LOG_ERR("%s has an unexpected size (%lld bytes)", path, (long long)st.st_size);
+    return DOCA_ERROR_INVALID_VALUE;
+  }
+  FILE* f = fopen(path, "rb");
+  if (f == NULL) return DOCA_ERROR_IO_FAILED;
+  *data = malloc((size_t)st.st_size);
+  if (*data == NULL) {
+    fclose(f);
+    return DOCA_ERROR_NO_MEMORY;
+  }
+  *len = fread(*data, 1, (size_t)st.st_size, f);
+  fclose(f);
+  if (*len != (size_t)st.st_size) {
+    free(*data);
+    *data = NULL;
+    return DOCA_ERROR_IO_FAILED;
+  }
+  return DOCA_SUCCESS;
+}
+
+static void fail(struct resources* res, doca_error_t err) {
+  if (res->result == DOCA_SUCCESS) res->result = err;
+  enum doca_ctx_states state;
+  if (doca_ctx_get_state(res->ctx, &state) == DOCA_SUCCESS && state != DOCA_CTX_STATE_IDLE)
+    (void)doca_ctx_stop(res->ctx);
+}
+
+static void finish_one(struct resources* res) {
+  res->completed++;
+  if (res->completed == res->cfg.count) (void)doca_ctx_stop(res->ctx);
+}
+
+static void receive_done(struct doca_rdma_task_receive* task, union doca_data task_user_data,
+                         union doca_data ctx_user_data) {
+  struct resources* res = ctx_user_data.ptr;
+  struct doca_buf* buf = doca_rdma_task_receive_get_dst_buf(task);
+  char expected[MAX_MESSAGE_SIZE];
+  /* Messages land in the receives in the order they were posted and sent. */
+  size_t expected_len = expected_message(&res->cfg, res->completed, expected);
+  void* data = NULL;
+  size_t len = 0;
+  (void)task_user_data;
+  if (doca_buf_get_data(buf, &data) != DOCA_SUCCESS ||
+      doca_buf_get_data_len(buf, &len) != DOCA_SUCCESS) {
+    fail(res, DOCA_ERROR_UNEXPECTED);
+  } else if (len != expected_len || memcmp(data, expected, len) != 0) {
+    DOCA_LOG_ERR("Message %u: got %zu bytes \"%.*s\", expected \"%s\"", res->completed, len,
+                 (int)len, (const char*)data, expected);
+    fail(res, DOCA_ERROR_UNEXPECTED);
+  } else {
+    res->verified++;
+    DOCA_LOG_INFO("Received message %u: %.*s", res->completed, (int)len, (const char*)data);
+  }
+  doca_task_free(doca_rdma_task_receive_as_task(task));
+  (void)doca_buf_dec_refcount(buf, NULL);
+  finish_one(res);
+}
+
+static void receive_error(struct doca_rdma_task_receive* task, union doca_data task_user_data,
+                          union doca_data ctx_user_data) {
+  struct resources* res = ctx_user_data.ptr;
+  struct doca_buf* buf = doca_rdma_task_receive_get_dst_buf(task);
+  doca_error_t err = doca_task_get_status(doca_rdma_task_receive_as_task(task));
+  (void)task_user_data;
+  DOCA_LOG_ERR("Receive task failed: %s", doca_error_get_descr(err));
+  doca_task_free(doca_rdma_task_receive_as_task(task));
+  (void)doca_buf_dec_refcount(buf, NULL);
+  fail(res, err);
+}
+
+static void send_done(struct doca_rdma_task_send* task, union doca_data task_user_data,
+                      union doca_data ctx_user_data) {
+  struct resources* res = ctx_user_data.ptr;
+  struct doca_buf* buf = (struct doca_buf*)doca_rdma_task_send_get_src_buf(task);
+  DOCA_LOG_INFO("Sent message %lu", (unsigned long)task_user_data.u64);
+  doca_task_free(doca_rdma_task_send_as_task(task));
+  (void)doca_buf_dec_refcount(buf, NULL);
+  finish_one(res);
+}
+
+static void send_error(struct doca_rdma_task_send* task, union doca_data task_user_data,
+                       union doca_data ctx_user_data) {
+  struct resources* res = ctx_user_data.ptr;
+  struct doca_buf* buf = (struct doca_buf*)doca_rdma_task_send_get_src_buf(task);
+  doca_error_t err = doca_task_get_status(doca_rdma_task_send_as_task(task));
+  DOCA_LOG_ERR("Send task %lu failed: %s", (unsigned long)task_user_data.u64,
+               doca_error_get_descr(err));
+  doca_task_free(doca_rdma_task_send_as_task(task));
+  (void)doca_buf_dec_refcount(buf, NULL);
+  fail(res, err);
+}
+
+/* STARTING: export our connection, hand it over, connect to the peer's. */
+static doca_error_t export_and_connect(struct resources* res) {
+  const void* local_desc = NULL;
+  size_t local_len = 0;
+  void* remote_desc = NULL;
+  size_t remote_len = 0;
+  struct doca_rdma_connection* connection = NULL;
+  doca_error_t result = doca_rdma_export(res->rdma, &local_desc, &local_len, &connection);
+  if (result != DOCA_SUCCESS) {
+    DOCA_LOG_ERR("Failed to export the RDMA connection: %s", doca_error_get_descr(result));
+    return result;
+  }
+  result = write_file(res->cfg.local_path, local_desc, local_len);
+  if (result != DOCA_SUCCESS) {
+    DOCA_LOG_ERR("Failed to write %s", res->cfg.local_path);
+    return result;
+  }
+  result = read_peer_file(res->cfg.remote_path, &remote_desc, &remote_len);
+  if (result != DOCA_SUCCESS) return result;
+  result = doca_rdma_connect(res->rdma, remote_desc, remote_len, connection);
+  free(remote_desc);
+  if (result != DOCA_SUCCESS)
+    DOCA_LOG_ERR("Failed to connect to the peer: %s", doca_error_get_descr(result));
+  return result;
+}
+
+/* RUNNING, receiver: one receive task per message, then tell the sender. */
+static doca_error_t post_receives(struct resources* res) {
+  for (uint32_t i = 0; i < res->cfg.count; i++) {
+    struct doca_buf* buf = NULL;
+    struct doca_rdma_task_receive* task = NULL;
+    union doca_data user_data = {.u64 = i};
+    doca_error_t result = doca_buf_inventory_buf_get_by_addr(
+        res->inventory, res->mmap, res->memory + (size_t)i * MAX_MESSAGE_SIZE, MAX_MESSAGE_SIZE,
+        &buf);
+    if (result != DOCA_SUCCESS) return result;
+    result = doca_rdma_task_receive_allocate_init(res->rdma, buf, user_data, &task);
+    if (result == DOCA_SUCCESS) result = doca_task_submit(doca_rdma_task_receive_as_task(task));
+    if (result != DOCA_SUCCESS) {
+      DOCA_LOG_ERR("Failed to post receive %u: %s", i, doca_error_get_descr(result));
+      if (task != NULL) doca_task_free(doca_rdma_task_receive_as_task(task));
+      (void)doca_buf_dec_refcount(buf, NULL);
+      return result;
+    }
+  }
+  char ready[4096];
+  if (snprintf(ready, sizeof(ready), "%s.ready", res->cfg.local_path) >= (int)sizeof(ready))
+    return DOCA_ERROR_INVALID_VALUE;
+  DOCA_LOG_INFO("Posted %u receive tasks", res->cfg.count);
+  return write_file(ready, "ready\n", 6);
+}
+
+/* RUNNING, sender: wait for the receiver's receives, then send every message. */
+static doca_error_t send_messages(struct resources* res) {
+  char ready[4096];
+  void* ignored = NULL;
+  size_t ignored_len = 0;
+  if (snprintf(ready, sizeof(ready), "%s.ready", res->cfg.remote_path) >= (int)sizeof(ready))
+    return DOCA_ERROR_INVALID_VALUE;
+  doca_error_t result = read_peer_file(ready, &ignored, &ignored_len);
+  free(ignored);
+  if (result != DOCA_SUCCESS) return result;
+  for (uint32_t i = 0; i < res->cfg.count; i++) {
+    char* slot = res->memory + (size_t)i * MAX_MESSAGE_SIZE;
+    size_t len = expected_message(&res->cfg, i, slot);
+    struct doca_buf* buf = NULL;
+    struct doca_rdma_task_send* task = NULL;
+    union doca_data user_data = {.u64 = i};
+    result = doca_buf_inventory_buf_get_by_data(res->inventory, res->mmap, slot, len, &buf);
+    if (result != DOCA_SUCCESS) return result;
+    result = doca_rdma_task_send_allocate_init(res->rdma, NULL, buf, user_data, &task);
+    if (result == DOCA_SUCCESS) result = doca_task_submit(doca_rdma_task_send_as_task(task));
+    if (result != DOCA_SUCCESS) {
+      DOCA_LOG_ERR("Failed to send message %u: %s", i, doca_error_get_descr(result));
+      if (task != NULL) doca_task_free(doca_rdma_task_send_as_task(task));
+      (void)doca_buf_dec_refcount(buf, NULL);
+      return result;
+    }
+  }
+  return DOCA_SUCCESS;
+}
+
+static void state_changed(const union doca_data user_data, struct doca_ctx* ctx,
+                          enum doca_ctx_states prev_state, enum doca_ctx_states next_state) {
+  struct resources* res = user_data.ptr;
+  doca_error_t result = DOCA_SUCCESS;
+  (void)ctx;
+  (void)prev_state;
+  switch (next_state) {
+    case DOCA_CTX_STATE_STARTING:
+      DOCA_LOG_INFO("RDMA context is starting");
+      result = export_and_connect(res);
+      break;
+    case DOCA_CTX_STATE_RUNNING:
+      DOCA_LOG_INFO("RDMA context is running");
+      result = res->cfg.sender ? send_messages(res) : post_receives(res);
+      break;
+    case DOCA_CTX_STATE_STOPPING:
+      DOCA_LOG_INFO("RDMA context is stopping");
+      break;
+    case DOCA_CTX_STATE_IDLE:
+      DOCA_LOG_INFO("RDMA context is idle");
+      res->done = true;
+      break;
+  }
+  if (result != DOCA_SUCCESS) fail(res, result);
+}
+
+static doca_error_t open_device(struct resources* res) {
+  struct doca_devinfo** list = NULL;
+  uint32_t n = 0;
+  doca_error_t result = doca_devinfo_create_list(&list, &n);
+  if (result != DOCA_SUCCESS) return result;
+  result = DOCA_ERROR_NOT_FOUND;
+  for (uint32_t i = 0; i < n; i++) {
+    char name[DOCA_DEVINFO_IBDEV_NAME_SIZE] = {0};
+    if (doca_devinfo_get_ibdev_name(list[i], name, sizeof(name)) != DOCA_SUCCESS) continue;
+    if (strcmp(name, res->cfg.device) != 0 ||
+        doca_rdma_cap_task_send_is_supported(list[i]) != DOCA_SUCCESS)
+      continue;
+    result = doca_dev_open(list[i], &res->dev);
+    break;
+  }
+  doca_devinfo_destroy_list(list);
+  if (result != DOCA_SUCCESS)
+    DOCA_LOG_ERR("No usable device named %s: %s", res->cfg.device, doca_error_get_descr(result));
+  return result;
+}
+
+static doca_error_t setup(struct resources* res) {
+  const size_t memory_len = (size_t)res->cfg.count * MAX_MESSAGE_SIZE;
+  union doca_data ctx_data = {.ptr = res};
+  doca_error_t result = open_device(res);
+  if (result != DOCA_SUCCESS) return result;
+  res->memory = calloc(1, memory_len);
+  if (res->memory == NULL) return DOCA_ERROR_NO_MEMORY;
+  if ((result = doca_mmap_create(&res->mmap)) != DOCA_SUCCESS ||
+      (result = doca_mmap_set_memrange(res->mmap, res->memory, memory_len)) != DOCA_SUCCESS ||
+      (result = doca_mmap_set_permissions(res->mmap, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE)) !=
+          DOCA_SUCCESS ||
+      (result = doca_mmap_add_dev(res->mmap, res->dev)) != DOCA_SUCCESS ||
+      (result = doca_mmap_start(res->mmap)) != DOCA_SUCCESS) {
+    DOCA_LOG_ERR("Failed to set up the memory map: %s", doca_error_get_descr(result));
+    return result;
+  }
+  if ((result = doca_buf_inventory_create(res->cfg.count, &res->inventory)) != DOCA_SUCCESS ||
+      (result = doca_buf_inventory_start(res->inventory)) != DOCA_SUCCESS)
+    return result;
+  if ((result = doca_pe_create(&res->pe)) != DOCA_SUCCESS) return result;
+  if ((result = doca_rdma_create(res->dev, &res->rdma)) != DOCA_SUCCESS) return result;
+  res->ctx = doca_rdma_as_ctx(res->rdma);
+  if ((result = doca_rdma_set_permissions(res->rdma, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE)) !=
+          DOCA_SUCCESS ||
+      (result = doca_rdma_set_gid_index(res->rdma, 0)) != DOCA_SUCCESS)
+    return result;
+  if (res->cfg.sender)
+    result = doca_rdma_task_send_set_conf(res->rdma, send_done, send_error, res->cfg.count);
+  else
+    result =
+        doca_rdma_task_receive_set_conf(res->rdma, receive_done, receive_error, res->cfg.count);
+  if (result != DOCA_SUCCESS) {
+    DOCA_LOG_ERR("Failed to configure the tasks: %s", doca_error_get_descr(result));
+    return result;
+  }
+  if ((result = doca_pe_connect_ctx(res->pe, res->ctx)) != DOCA_SUCCESS ||
+      (result = doca_ctx_set_state_changed_cb(res->ctx, state_changed)) != DOCA_SUCCESS ||
+      (result = doca_ctx_set_user_data(res->ctx, ctx_data)) != DOCA_SUCCESS)
+    return result;
+  return doca_ctx_start(res->ctx);
+}
+
+static void teardown(struct resources* res) {
+  if (res->rdma != NULL && doca_rdma_destroy(res->rdma) != DOCA_SUCCESS)
+    DOCA_LOG_ERR("Failed to destroy the RDMA context");
+  if (res->pe != NULL) (void)doca_pe_destroy(res->pe);
+  if (res->inventory != NULL) (void)doca_buf_inventory_destroy(res->inventory);
+  if (res->mmap != NULL) (void)doca_mmap_destroy(res->mmap);
+  if (res->dev != NULL) (void)doca_dev_close(res->dev);
+  free(res->memory);
+}
+
+static void usage(const char* program) {
+  fprintf(stderr,
+          "usage: %s --role send|receive -d DEVICE -ld LOCAL_DESCRIPTOR -re REMOTE_DESCRIPTOR [-n "
+          "COUNT] "
+          "[-s STRING]\n",
+          program);
+}
+
+static bool parse(int argc, char** argv, struct config* cfg) {
+  bool have_role = false;
+  cfg->string = DEFAULT_STRING;
+  cfg->count = 1;
+  snprintf(cfg->device, sizeof(cfg->device), "mlx5_0");
+  for (int i = 1; i < argc; i++) {
+    const char* flag = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : NULL;
+    if (value == NULL) return false;
+    i++;
+    if (strcmp(flag, "--role") == 0) {
+      if (strcmp(value, "send") != 0 && strcmp(value, "receive") != 0) return false;
+      cfg->sender = strcmp(value, "send") == 0;
+      have_role = true;
+    } else if (strcmp(flag, "-d") == 0 || strcmp(flag, "--device") == 0) {
+      if (strlen(value) >= sizeof(cfg->device)) return false;
+      snprintf(cfg->device, sizeof(cfg->device), "%s", value);
+    } else if (strcmp(flag, "-ld") == 0 || strcmp(flag, "--local-descriptor-path") == 0) {
+      cfg->local_path = value;
+    } else if (strcmp(flag, "-re") == 0 || strcmp(flag, "--remote-descriptor-path") == 0) {
+      cfg->remote_path = value;
+    } else if (strcmp(flag, "-s") == 0 || strcmp(flag, "--send-string") == 0) {
+      if (strlen(value) > MAX_MESSAGE_SIZE - 16) return false;
+      cfg->string = value;
+    } else if (strcmp(flag, "-n") == 0 || strcmp(flag, "--count") == 0) {
+      char* end = NULL;
+      errno = 0;
+      unsigned long n = strtoul(value, &end, 10);
+      if (errno != 0 || *end != '\0' || n == 0 || n > MAX_MESSAGES) return false;
+      cfg->count = (uint32_t)n;
+    } else {
+      return false;
+    }
+  }
+  return have_role && cfg->local_path != NULL && cfg->remote_path != NULL;
+}
+
+int main(int argc, char** argv) {
+  struct resources res;
+  memset(&res, 0, sizeof(res));
+  if (!parse(argc, argv, &res.cfg)) {
+    usage(argv[0]);
+    return 2;
+  }
+  doca_error_t result = doca_log_backend_create_standard();
+  if (result == DOCA_SUCCESS) result = setup(&res);
+  if (result != DOCA_SUCCESS) {
+    DOCA_LOG_ERR("Setup failed: %s", doca_error_get_name(result));
+    if (res.ctx != NULL) (void)doca_ctx_stop(res.ctx);
+    teardown(&res);
+    return 1;
+  }
+  const double deadline = now_seconds() + RUN_SECONDS;
+  while (!res.done) {
+    if (now_seconds() > deadline) {
+      DOCA_LOG_ERR("Timed out");
+      fail(&res, DOCA_ERROR_TIME_OUT);
+      break;
+    }
+    if (doca_pe_progress(res.pe) == 0) pause_briefly();
+  }
+  /* A context that timed out may still need progress to get back to idle. */
+  for (int i = 0; i < 100000 && !res.done; i++) (void)doca_pe_progress(res.pe);
+  teardown(&res);
+  if (res.result == DOCA_SUCCESS && res.completed != res.cfg.count)
+    res.result = DOCA_ERROR_UNEXPECTED;
+  if (res.result != DOCA_SUCCESS) {
+    DOCA_LOG_ERR("Failed: %s", doca_error_get_name(res.result));
+    return 1;
+  }
+  if (res.cfg.sender)
+    DOCA_LOG_INFO("Sent %u messages", res.completed);
+  else
+    DOCA_LOG_INFO("Received %u messages, %u verified", res.completed, res.verified);
+  return 0;
+}

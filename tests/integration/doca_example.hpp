@@ -1,0 +1,69 @@
+// Builds an example of examples/doca/ the way a DOCA sample is built (its own meson.build,
+// doca-common and doca-rdma found by pkg-config, here libzcstore-doca's build-tree .pc files),
+// for the tests that then run it as real processes.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "support/subprocess.hpp"
+
+namespace zc::test::doca {
+
+using namespace std::chrono_literals;
+
+inline constexpr auto build_timeout = 180s;
+
+// What the examples' processes need of UCX (README, "UCX settings").
+inline std::map<std::string, std::string> ucx_env() {
+  return {{"UCX_MM_ERROR_HANDLING", "y"},
+          {"UCX_KEEPALIVE_INTERVAL", "1s"},
+          {"UCX_WARN_UNUSED_ENV_VARS", "n"}};
+}
+
+// Runs a shell command with a bound; returns its exit status (-1 on timeout) and output.
+inline int run_shell(const std::string& command, std::string& output,
+                     std::chrono::milliseconds timeout = build_timeout) {
+  subprocess p({"/bin/sh", "-c", command});
+  auto status = p.wait(timeout);
+  output = p.output();
+  return status ? *status : -1;
+}
+
+struct built_example {
+  std::filesystem::path dir;  // the meson build directory
+  std::string skip_reason;    // set when meson is missing
+  std::string error;          // set when the build failed
+};
+
+// Builds examples/doca/<name> into the build tree, where it is kept between runs (ctest runs
+// each test in its own process): ninja rebuilds what changed, meson reconfigures itself.
+inline built_example build_example(const std::string& name) {
+  built_example b;
+  std::string out;
+  if (run_shell("command -v meson", out, 10s) != 0) {
+    b.skip_reason = "meson is not installed (scripts/dev.sh deps installs it)";
+    return b;
+  }
+  namespace fs = std::filesystem;
+  b.dir = fs::path(ZC_BINARY_DIR) / "examples/doca" / name;
+  std::string command = "ninja -C " + b.dir.string();
+  if (!fs::exists(b.dir / "build.ninja")) {
+    fs::remove_all(b.dir);
+    std::string options = "-Dwerror=true";
+#ifdef ZC_DOCA_EXAMPLES_SANITIZE
+    // The library is built with ASan/UBSan: a program that loads it needs the same runtimes.
+    options += " -Db_sanitize=address,undefined -Db_lundef=false";
+#endif
+    command = "PKG_CONFIG_PATH=" + std::string(ZC_BINARY_DIR) + "/compat/doca/pkgconfig" +
+              " meson setup " + options + " " + b.dir.string() + " " + ZC_SOURCE_DIR +
+              "/examples/doca/" + name + " && " + command;
+  }
+  if (run_shell(command, out) != 0) b.error = command + "\n" + out;
+  return b;
+}
+
+}  // namespace zc::test::doca
