@@ -78,12 +78,15 @@ TEST(sessions, fifty_sessions_back_to_back_leave_nothing_behind) {
   EXPECT_EQ(target_end.fds, target_start.fds) << p.all_output();
   EXPECT_EQ(service_end.threads, service_start.threads);
   EXPECT_EQ(target_end.threads, target_start.threads);
-  // 45 sessions: a leak of 50 KiB a session would show.
+#if !defined(__SANITIZE_ADDRESS__)
+  // 45 sessions: a leak of 50 KiB a session would show. (Under AddressSanitizer freed memory sits
+  // in its quarantine, so RSS grows by design; LeakSanitizer checks the daemons' leaks there.)
   constexpr uint64_t slack_kib = 2048;
   EXPECT_LE(service_end.rss_kib, service_start.rss_kib + slack_kib)
       << service_start.rss_kib << " KiB after the warm-up";
   EXPECT_LE(target_end.rss_kib, target_start.rss_kib + slack_kib)
       << target_start.rss_kib << " KiB after the warm-up";
+#endif
   // One stats block per session, on both sides.
   size_t blocks = 0;
   const std::string out = p.service->output();
