@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
     core::device device = core::device::open(config.device);
     // Connect order data_1, data_2, data_p (§2.8).
     service::target_set targets(
-        {config.data_1_storage, config.data_2_storage, config.data_p_storage}, timeout);
+        {config.data_1_storage, config.data_2_storage, config.data_p_storage}, timeout,
+        config.tls_psk);
     storage::comch_control_server server(config.representor, config.command_channel_name);
     // A launcher waits for this line before it starts the initiator.
     ZC_LOG_INFO("listening on channel {}", config.command_channel_name);

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     const auto timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(config.control_timeout);
     core::device device = core::device::open(config.device);
-    service::target_set targets({config.storage_server}, timeout);
+    service::target_set targets({config.storage_server}, timeout, config.tls_psk);
     storage::comch_control_server server(config.representor, config.command_channel_name);
     // A launcher waits for this line before it starts the initiator.
     ZC_LOG_INFO("listening on channel {}", config.command_channel_name);

@@ -11,13 +11,15 @@ using storage::message;
 using storage::message_type;
 
 target_set::target_set(const std::vector<std::string>& addresses,
-                       std::chrono::milliseconds control_timeout)
+                       std::chrono::milliseconds control_timeout,
+                       std::shared_ptr<const storage::psk_file> tls_keys)
     : timeout_(control_timeout), addresses_(addresses) {
   // The reference's connect loop had no bound: one deadline for every target here.
   const auto deadline = std::chrono::steady_clock::now() + control_timeout;
   for (size_t i = 0; i < addresses_.size(); ++i) {
     try {
-      channels_.push_back(std::make_unique<storage::tcp_client_channel>(addresses_[i], deadline));
+      channels_.push_back(
+          std::make_unique<storage::tcp_client_channel>(addresses_[i], deadline, tls_keys));
     } catch (const status_error& e) {
       throw status_error(e.code(),
                          fmt::format("cannot connect to storage {}: {}", name(i), e.what()));
