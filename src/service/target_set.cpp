@@ -24,7 +24,7 @@ target_set::target_set(const std::vector<std::string>& addresses,
       throw status_error(e.code(),
                          fmt::format("cannot connect to storage {}: {}", name(i), e.what()));
     }
-    ZC_LOG_INFO("connected to storage {}", name(i));
+    ZC_LOG_INFO("connected to storage {}{}", name(i), tls_keys ? " over TLS" : "");
   }
   forgotten_.assign(channels_.size(), false);
 }

@@ -66,6 +66,9 @@ struct pipeline_options {
   std::string target_device = "auto";
   std::string service_device = "auto";
   std::string target_host = "127.0.0.1";
+  // More flags for the target and the service (--tls-psk FILE, ...).
+  std::vector<std::string> target_extra;
+  std::vector<std::string> service_extra;
 };
 
 // The three processes; each is SIGKILLed if still running when the test ends.
@@ -90,6 +93,7 @@ class pipeline {
       argv.push_back("--backing-file");
       argv.push_back(options_.backing_file);
     }
+    argv.insert(argv.end(), options_.target_extra.begin(), options_.target_extra.end());
     target = std::make_unique<subprocess>(argv);
     if (!target->wait_for_output("listening on port", start_timeout)) return false;
     if (port_ == 0) {
@@ -121,6 +125,7 @@ class pipeline {
                                   "--control-timeout",
                                   std::to_string(control_timeout_s)};
     for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
+    argv.insert(argv.end(), options_.service_extra.begin(), options_.service_extra.end());
     service = std::make_unique<subprocess>(argv);
     return !wait || service->wait_for_output("listening on channel", start_timeout);
   }
@@ -163,6 +168,8 @@ class pipeline {
   std::unique_ptr<subprocess> target, service, initiator;
   // The service's comch channel, for a front end other than the initiator (zcstore_nbd).
   const std::string& channel() const { return channel_; }
+  // The target's control port (once start_target() or start_service() has settled it).
+  uint16_t port() const { return port_; }
 
  private:
   pipeline_options options_;
