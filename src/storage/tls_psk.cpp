@@ -165,7 +165,12 @@ int tls_session::find_key(const char* identity, void* key_datum) noexcept {
     return 0;
   }
   try {
-    unknown_identity_ = identity;
+    // The peer chose these bytes: printable ASCII only, and not too many, for the log line.
+    constexpr size_t shown = 64;
+    unknown_identity_.clear();
+    for (const char* c = identity; *c != '\0' && unknown_identity_.size() < shown; ++c)
+      unknown_identity_ += *c >= 0x20 && *c < 0x7f ? *c : '?';
+    if (unknown_identity_.empty()) unknown_identity_ = "?";
   } catch (...) {
   }
   return -1;
