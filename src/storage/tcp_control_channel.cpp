@@ -517,10 +517,6 @@ tcp_client_channel::tcp_client_channel(std::string_view address, clock::time_poi
   }
 }
 
-}  // namespace zc::storage
-
-namespace zc::storage {
-
 void tcp_client_channel::finish_handshake(clock::time_point deadline) {
   const std::string name = endpoint_.to_string();
   for (;;) {

@@ -128,6 +128,16 @@ tls_session::tls_session(role side, std::shared_ptr<const psk_file> keys, int fd
   gnutls_session_t session = nullptr;
   check(gnutls_init(&session, flags), "init");
   session_ = session;
+  try {
+    configure(side, session);
+  } catch (...) {
+    gnutls_deinit(session);  // the destructor does not run for a constructor that throws
+    throw;
+  }
+  gnutls_transport_set_int(session, fd);
+}
+
+void tls_session::configure(role side, gnutls_session_int* session) {
   gnutls_session_set_ptr(session, this);
   const char* where = nullptr;
   if (int rc = gnutls_priority_set_direct(session, tls_psk_priority, &where); rc < 0)
@@ -146,7 +156,6 @@ tls_session::tls_session(role side, std::shared_ptr<const psk_file> keys, int fd
     gnutls_psk_set_server_credentials_function(creds_->server, server_key_callback);
     check(gnutls_credentials_set(session, GNUTLS_CRD_PSK, creds_->server), "credentials");
   }
-  gnutls_transport_set_int(session, fd);
 }
 
 tls_session::~tls_session() {
@@ -186,10 +195,21 @@ std::string tls_session::describe(int code) const {
 std::string tls_session::handshake_hint(int code) const {
   if (!unknown_identity_.empty())
     return fmt::format(" (unknown PSK identity '{}')", unknown_identity_);
+  if (code == GNUTLS_E_FATAL_ALERT_RECEIVED) {
+    switch (gnutls_alert_get(session_)) {
+      case GNUTLS_A_UNKNOWN_PSK_IDENTITY:
+        return " (the peer does not know this identity)";
+      case GNUTLS_A_ILLEGAL_PARAMETER:
+      case GNUTLS_A_DECRYPT_ERROR:
+      case GNUTLS_A_BAD_RECORD_MAC:
+        return " (wrong key?)";
+      default:
+        return "";
+    }
+  }
   switch (code) {
-    // A PSK binder that does not verify (server), or the alert that says so (client).
+    // A PSK binder that does not verify.
     case GNUTLS_E_RECEIVED_ILLEGAL_PARAMETER:
-    case GNUTLS_E_FATAL_ALERT_RECEIVED:
     case GNUTLS_E_DECRYPTION_FAILED:
       return " (wrong key?)";
     case GNUTLS_E_PREMATURE_TERMINATION:

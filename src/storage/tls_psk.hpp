@@ -107,6 +107,9 @@ class tls_session {
   int find_key(const char* identity, void* key_datum) noexcept;
 
  private:
+  // Priority, credentials and the key lookup. Throws status_error(initialization).
+  void configure(role side, gnutls_session_int* session);
+
   gnutls_session_int* session_ = nullptr;
   struct credentials;
   std::unique_ptr<credentials> creds_;

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <future>
 #include <memory>
 
@@ -285,6 +286,34 @@ TEST(tcp_tls_channel, the_client_leaving_is_reported_like_a_plain_close) {
   got = wait_for(p.server, wait_limit);
   EXPECT_EQ(got.code, status::connection_reset) << got.text;
   EXPECT_NE(got.text.find("closed the connection"), std::string::npos) << got.text;
+}
+
+size_t open_descriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++n;
+  return n;
+}
+
+TEST(tcp_tls_channel, no_descriptor_is_leaked) {
+  const size_t before = open_descriptors();
+  {
+    tcp_server_channel server(0, tcp_server_options{0, good_keys()});
+    // A plain stranger and a wrong key turned away, then a real client served and gone.
+    tcp_client_channel plain(local(server.port()), clock::now() + wait_limit);
+    ASSERT_EQ(plain.send(query(1)), status::success);
+    EXPECT_FALSE(serve_handshake(server));
+    auto wrong = connect_async(server.port(), wrong_keys());
+    EXPECT_FALSE(serve_handshake(server, server.last_error()));
+    EXPECT_FALSE(client_error(wrong).empty());
+    auto good = connect_async(server.port(), good_keys());
+    ASSERT_TRUE(serve_handshake(server, server.last_error())) << server.last_error();
+    ASSERT_EQ(good.wait_for(wait_limit), std::future_status::ready);
+    auto client = good.get();
+    client->close();
+    EXPECT_EQ(wait_for(server, wait_limit).code, status::connection_reset);
+  }
+  EXPECT_EQ(open_descriptors(), before);
 }
 
 TEST(tcp_control_channel_listen_address, the_server_binds_only_the_listen_address) {
