@@ -78,9 +78,4 @@ uint32_t parse_ipv4_address(std::string_view text) {
   return parse_octets(text, text, "a.b.c.d");
 }
 
-std::string ipv4_address_to_string(uint32_t address) {
-  return fmt::format("{}.{}.{}.{}", address >> 24, (address >> 16) & 0xFF, (address >> 8) & 0xFF,
-                     address & 0xFF);
-}
-
 }  // namespace zc::storage

@@ -26,7 +26,4 @@ ipv4_endpoint parse_ipv4_endpoint(std::string_view text);
 // status_error(invalid_value) naming the problem.
 uint32_t parse_ipv4_address(std::string_view text);
 
-// "a.b.c.d" of a host-byte-order address.
-std::string ipv4_address_to_string(uint32_t address);
-
 }  // namespace zc::storage

@@ -44,7 +44,8 @@ struct psk_file {
   std::vector<psk_entry> entries;
 };
 
-// Longest identity accepted (GnuTLS's own limit for PSK usernames is of the same order).
+// Longest identity accepted: identities are short names, and the bound keeps a bad file from
+// turning into an oversized handshake field.
 inline constexpr size_t max_psk_identity_size = 256;
 // Longest key accepted, in bytes (psktool's default is 32).
 inline constexpr size_t max_psk_key_size = 512;
