@@ -16,7 +16,7 @@ JOBS=$(nproc)
 
 PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
   libucx-dev ucx-utils libisal-dev liblz4-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
-  libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
+  libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libgnutls28-dev iproute2
   libnbd-bin python3-libnbd qemu-utils fio nbdkit e2fsprogs mount meson)
 # Only the benchmarks need these: nbdkit and fio (the pipeline's and nbd's comparison), jq (JSON
 # parsing), linux-perf (gga's profile of the service, nbd's of zcstore_nbd).

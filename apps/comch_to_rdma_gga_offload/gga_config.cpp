@@ -62,6 +62,7 @@ void print_config(const gga_config& config) {
   fmt::print("\tmatrix_type: \"{}\"\n", accel::to_string(config.matrix));
   fmt::print("\tcommand_channel_name: \"{}\"\n", config.command_channel_name);
   fmt::print("\tcontrol_timeout: {}\n", config.control_timeout.count());
+  if (config.tls_psk) fmt::print("\ttls_psk: \"{}\"\n", config.tls_psk_path);
   fmt::print("\ttrigger_recovery_read_every_n: {}\n", config.trigger_recovery_read_every_n);
   fmt::print("}}\n");
   std::fflush(stdout);

@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
       return std::make_unique<service::target_set>(
           std::vector<std::string>{config.data_1_storage, config.data_2_storage,
                                    config.data_p_storage},
-          timeout, keep_alive);
+          timeout, keep_alive, config.tls_psk);
     };
     auto targets = connect();
     storage::comch_control_server server(config.representor, config.command_channel_name);

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     core::device device = core::device::open(config.device);
     auto connect = [&] {
       return std::make_unique<service::target_set>(std::vector<std::string>{config.storage_server},
-                                                   timeout, keep_alive);
+                                                   timeout, keep_alive, config.tls_psk);
     };
     auto targets = connect();
     storage::comch_control_server server(config.representor, config.command_channel_name);

@@ -26,6 +26,7 @@ void print_config(const zero_copy_config& config) {
   fmt::print("\tstorage_server: \"{}\"\n", config.storage_server);
   fmt::print("\tcommand_channel_name: \"{}\"\n", config.command_channel_name);
   fmt::print("\tcontrol_timeout: {}\n", config.control_timeout.count());
+  if (config.tls_psk) fmt::print("\ttls_psk: \"{}\"\n", config.tls_psk_path);
   fmt::print("}}\n");
   std::fflush(stdout);
 }

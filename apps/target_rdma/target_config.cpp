@@ -7,7 +7,9 @@
 
 #include "core/cli.hpp"
 #include "core/device.hpp"
+#include "core/log.hpp"
 #include "core/status.hpp"
+#include "storage/ipv4_endpoint.hpp"
 #include "storage/keep_alive.hpp"
 
 namespace zc::target {
@@ -26,6 +28,12 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
                  "TCP port for the control connection (0: any free port, printed once bound)")
       ->required()
       ->check(CLI::Range(0, 65535));
+  app.add_option("--listen-address", out.listen_address,
+                 "IPv4 address to listen on (0.0.0.0: every address)")
+      ->capture_default_str();
+  app.add_option("--tls-psk", out.tls_psk_path,
+                 "Pre-shared key file (identity:hexkey lines, as psktool writes): TLS 1.3 on the "
+                 "control connection, accepting any identity in the file");
   app.add_option("--binary-content", out.binary_content,
                  "Initial content: a .sbc file or a raw file of block-size x block-count bytes");
   app.add_option("--backing-file", out.backing_file,
@@ -57,6 +65,21 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
   out.block_count_given = block_count->count() != 0;
   out.poll_mode = cli.polling();
   if (auto code = cli.check_device(out.device)) return code;
+  try {
+    out.listen_ipv4 = storage::parse_ipv4_address(out.listen_address);
+  } catch (const status_error& e) {
+    std::cerr << program_name << ": --listen-address: " << e.what() << "\n";
+    return core::exit_bad_usage;
+  }
+  if (!out.tls_psk_path.empty()) {
+    try {
+      out.tls_psk =
+          std::make_shared<const storage::psk_file>(storage::load_psk_file(out.tls_psk_path));
+    } catch (const status_error& e) {
+      std::cerr << program_name << ": --tls-psk: " << e.what() << "\n";
+      return core::exit_bad_usage;
+    }
+  }
   if (out.binary_content.empty() && (out.block_size == 0 || out.block_count == 0)) {
     std::cerr << program_name
               << ": block-size and block-count must be non zero when binary-content is not "
@@ -73,12 +96,23 @@ void print_config(const target_config& config) {
   fmt::print("\tcpus: [{}]\n", cpus);
   fmt::print("\tdevice: \"{}\"\n", config.device);
   fmt::print("\tlisten_port: {}\n", config.listen_port);
+  if (config.listen_ipv4 != 0) fmt::print("\tlisten_address: \"{}\"\n", config.listen_address);
+  if (config.tls_psk) fmt::print("\ttls_psk: \"{}\"\n", config.tls_psk_path);
   fmt::print("\tbinary_content: \"{}\"\n", config.binary_content);
   fmt::print("\tbacking_file: \"{}\"\n", config.backing_file);
   fmt::print("\tblock_count: {}\n", config.block_count);
   fmt::print("\tblock_size: {}\n", config.block_size);
   fmt::print("}}\n");
   std::fflush(stdout);
+}
+
+void warn_if_unauthenticated(const target_config& config, uint16_t port) {
+  constexpr uint32_t loopback_net = 0x7F000000;  // 127.0.0.0/8
+  if (config.tls_psk || (config.listen_ipv4 & 0xFF000000) == loopback_net) return;
+  ZC_LOG_WARN(
+      "serving {} without --tls-psk: anyone who reaches port {} can read, write and shut down "
+      "this storage",
+      config.listen_address, port);
 }
 
 }  // namespace zc::target

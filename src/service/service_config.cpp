@@ -32,6 +32,9 @@ void common_flags::add_channel_options() {
                  "Seconds to wait for a peer on the control path (connect, each response)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)));
+  app.add_option("--tls-psk", out_.tls_psk_path,
+                 "Pre-shared key file (identity:hexkey lines, as psktool writes): TLS 1.3 to the "
+                 "storage targets with the first line's identity and key");
   app.add_flag("--keep-serving", out_.keep_serving,
                "Take session after session until SIGINT/SIGTERM (default: one session, then exit)");
   app.add_option("--keep-alive-timeout", keep_alive_seconds_,
@@ -65,6 +68,15 @@ std::optional<int> common_flags::finish(
     return core::exit_bad_usage;
   }
   out_.control_timeout = std::chrono::seconds(timeout_seconds_);
+  if (!out_.tls_psk_path.empty()) {
+    try {
+      out_.tls_psk =
+          std::make_shared<const storage::psk_file>(storage::load_psk_file(out_.tls_psk_path));
+    } catch (const status_error& e) {
+      std::cerr << program << ": --tls-psk: " << e.what() << "\n";
+      return core::exit_bad_usage;
+    }
+  }
   if (keep_alive_seconds_ != 0 && keep_alive_seconds_ < storage::min_keep_alive_seconds) {
     std::cerr << program << ": --keep-alive-timeout must be 0 (off) or at least "
               << storage::min_keep_alive_seconds << " seconds\n";

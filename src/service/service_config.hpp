@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@
 #include "core/cli.hpp"
 #include "core/progress_engine.hpp"
 #include "storage/keep_alive.hpp"
+#include "storage/tls_psk.hpp"
 
 namespace zc::service {
 
@@ -36,18 +38,21 @@ struct service_config {
   bool keep_serving = false;
   // A silent client or target ends its session after this (--keep-alive-timeout; 0: never).
   std::chrono::seconds keep_alive_timeout{storage::default_keep_alive_seconds};
+  std::string tls_psk_path;                          // --tls-psk: "" for the plain protocol
+  std::shared_ptr<const storage::psk_file> tls_psk;  // its first key is the one used
 };
 
 class common_flags {
  public:
   // Adds -d, -r and --cpu to cli (first: the order --help shows).
   common_flags(core::cli& cli, service_config& out);
-  // Adds --command-channel-name, --control-timeout, --keep-serving and --keep-alive-timeout.
+  // Adds --command-channel-name, --control-timeout, --keep-serving, --keep-alive-timeout and
+  // --tls-psk.
   void add_channel_options();
   // After cli.parse(): the poll mode, the device, each storage address (a.b.c.d:port), the
-  // channel name and the control timeout (zero: "control-timeout must not be zero", then
-  // `invalid_line`, the reference's last validation line). An exit status when one is bad (one
-  // clear line on stderr each).
+  // channel name, the control timeout (zero: "control-timeout must not be zero", then
+  // `invalid_line`, the reference's last validation line) and the --tls-psk file (read and
+  // parsed here). An exit status when one is bad (one clear line on stderr each).
   std::optional<int> finish(
       std::initializer_list<std::pair<const char*, const std::string*>> storage_addresses,
       std::string_view invalid_line);

@@ -12,18 +12,20 @@ using storage::message_type;
 
 target_set::target_set(const std::vector<std::string>& addresses,
                        std::chrono::milliseconds control_timeout,
-                       std::chrono::milliseconds keep_alive_timeout)
+                       std::chrono::milliseconds keep_alive_timeout,
+                       std::shared_ptr<const storage::psk_file> tls_keys)
     : timeout_(control_timeout), addresses_(addresses) {
   // The reference's connect loop had no bound: one deadline for every target here.
   const auto deadline = std::chrono::steady_clock::now() + control_timeout;
   for (size_t i = 0; i < addresses_.size(); ++i) {
     try {
-      channels_.push_back(std::make_unique<storage::tcp_client_channel>(addresses_[i], deadline));
+      channels_.push_back(
+          std::make_unique<storage::tcp_client_channel>(addresses_[i], deadline, tls_keys));
     } catch (const status_error& e) {
       throw status_error(e.code(),
                          fmt::format("cannot connect to storage {}: {}", name(i), e.what()));
     }
-    ZC_LOG_INFO("connected to storage {}", name(i));
+    ZC_LOG_INFO("connected to storage {}{}", name(i), tls_keys ? " over TLS" : "");
   }
   forgotten_.assign(channels_.size(), false);
   alive_.assign(channels_.size(), storage::keep_alive(keep_alive_timeout));

@@ -48,11 +48,13 @@ inline constexpr uint32_t max_stale_answers = 16;
 class target_set {
  public:
   // Connects to every "a.b.c.d:port" in order, each retrying refused connects until
-  // `control_timeout` from now. Throws status_error: invalid_value (bad address), time_out,
-  // shutdown (Ctrl-C), not_connected. A non-zero `keep_alive_timeout` turns keep-alive on (see
-  // check_connections).
+  // `control_timeout` from now; with `tls_keys` each connection is TLS (tcp_client_channel).
+  // Throws status_error: invalid_value (bad address), time_out, shutdown (Ctrl-C),
+  // not_connected, authentication (TLS handshake failed). A non-zero `keep_alive_timeout` turns
+  // keep-alive on (see check_connections).
   target_set(const std::vector<std::string>& addresses, std::chrono::milliseconds control_timeout,
-             std::chrono::milliseconds keep_alive_timeout = std::chrono::milliseconds(0));
+             std::chrono::milliseconds keep_alive_timeout = std::chrono::milliseconds(0),
+             std::shared_ptr<const storage::psk_file> tls_keys = nullptr);
   ~target_set();
   target_set(const target_set&) = delete;
   target_set& operator=(const target_set&) = delete;

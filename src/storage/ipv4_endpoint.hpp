@@ -22,4 +22,8 @@ struct ipv4_endpoint {
 // the problem otherwise.
 ipv4_endpoint parse_ipv4_endpoint(std::string_view text);
 
+// Just the address, "a.b.c.d", with the same rules (host byte order). Throws
+// status_error(invalid_value) naming the problem.
+uint32_t parse_ipv4_address(std::string_view text);
+
 }  // namespace zc::storage

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,11 +99,23 @@ int wait_connected(int fd, clock::time_point deadline) {
 
 // ---- tcp_control_channel -------------------------------------------------------------------
 
-tcp_control_channel::tcp_control_channel(size_t max_body_size)
-    : max_body_size_(max_body_size), epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
+tcp_control_channel::tcp_control_channel(size_t max_body_size,
+                                         std::shared_ptr<const psk_file> tls_keys)
+    : max_body_size_(max_body_size),
+      tls_keys_(std::move(tls_keys)),
+      epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
   if (!epoll_)
     throw status_error(status::operating_system,
                        fmt::format("Failed to create an epoll set: {}", error_text(errno)));
+  if (tls_keys_) {
+    // The handshake deadline wakes the owner through wait_fd(): a silent peer sends nothing that
+    // would.
+    handshake_timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (!handshake_timer_)
+      throw status_error(status::operating_system,
+                         fmt::format("Failed to create a timer: {}", error_text(errno)));
+    watch_readable(handshake_timer_.get());
+  }
 }
 
 tcp_control_channel::~tcp_control_channel() = default;
@@ -116,14 +129,69 @@ void tcp_control_channel::watch_readable(int fd) {
                        fmt::format("Failed to watch a socket: {}", error_text(errno)));
 }
 
-void tcp_control_channel::attach(unique_fd socket, std::string peer) {
+bool tcp_control_channel::is_connected() const noexcept {
+  return socket_ && (!tls_ || tls_->handshake_done());
+}
+
+void tcp_control_channel::attach(unique_fd socket, std::string peer, tls_session::role side) {
   close();
   watch_readable(socket.get());
   socket_ = std::move(socket);
   peer_ = std::move(peer);
+  if (!tls_keys_) return;
+  try {
+    tls_ = std::make_unique<tls_session>(side, tls_keys_, socket_.get());
+  } catch (...) {
+    close();
+    throw;
+  }
+  handshake_deadline_ = clock::now() + tls_handshake_timeout;
+  arm_handshake_timer(true);
+}
+
+void tcp_control_channel::arm_handshake_timer(bool on) noexcept {
+  if (!handshake_timer_) return;
+  itimerspec spec{};
+  if (on) spec.it_value.tv_sec = static_cast<time_t>(tls_handshake_timeout.count());
+  // Setting the timer (or disarming it) also clears an expiry nobody read.
+  (void)::timerfd_settime(handshake_timer_.get(), 0, &spec, nullptr);
+}
+
+bool tcp_control_channel::handshake_timer_fired() noexcept {
+  uint64_t expirations = 0;
+  return handshake_timer_ &&
+         ::read(handshake_timer_.get(), &expirations, sizeof(expirations)) ==
+             static_cast<ssize_t>(sizeof(expirations)) &&
+         expirations != 0;
+}
+
+tcp_control_channel::handshake_state tcp_control_channel::handshake_step() {
+  if (!socket_) return handshake_state::failed;
+  if (!tls_ || tls_->handshake_done()) return handshake_state::done;
+  const bool expired = handshake_timer_fired() || clock::now() >= handshake_deadline_;
+  const tls_session::step step = expired ? tls_session::step::failed : tls_->handshake();
+  if (step == tls_session::step::done) {
+    arm_handshake_timer(false);
+    update_interest();
+    return handshake_state::done;
+  }
+  if (step == tls_session::step::again) {
+    update_interest();
+    return handshake_state::in_progress;
+  }
+  last_error_ = expired ? fmt::format("TLS handshake with {} timed out after {} s", peer_,
+                                      tls_handshake_timeout.count())
+                        : fmt::format("TLS handshake with {} failed: {}", peer_, tls_->error());
+  close();
+  return handshake_state::failed;
 }
 
 void tcp_control_channel::close() noexcept {
+  if (tls_) {
+    tls_->bye();
+    tls_.reset();
+    arm_handshake_timer(false);
+  }
   if (socket_) {
     // Explicit removal: the kernel only drops an fd from the set when its last duplicate closes.
     (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, socket_.get(), nullptr);
@@ -145,7 +213,7 @@ receive_result tcp_control_channel::fail(status code, std::string text) {
 }
 
 void tcp_control_channel::update_interest() {
-  const bool want = pending_send_bytes() != 0;
+  const bool want = pending_send_bytes() != 0 || (handshaking() && tls_->wants_write());
   if (!socket_ || want == watching_writable_) return;
   epoll_event ev{};
   ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
@@ -154,7 +222,18 @@ void tcp_control_channel::update_interest() {
 }
 
 status tcp_control_channel::flush() {
-  while (tx_sent_ < tx_.size()) {
+  while (tls_ && tx_sent_ < tx_.size()) {
+    // One record per call; bytes GnuTLS could not send yet stay queued here (and counted by
+    // pending_send_bytes()) until a later call with the same bytes completes them.
+    const tls_session::io_result r = tls_->send(tx_.data() + tx_sent_, tx_.size() - tx_sent_);
+    if (r.what == tls_session::io_result::state::ok) {
+      tx_sent_ += r.bytes;
+      continue;
+    }
+    if (r.what == tls_session::io_result::state::again) break;
+    return fail(status::io_failed, fmt::format("send to {} failed: {}", peer_, tls_->error())).code;
+  }
+  while (!tls_ && tx_sent_ < tx_.size()) {
     // MSG_NOSIGNAL: a peer that went away must be an error code here, not a SIGPIPE.
     const ssize_t n =
         ::send(socket_.get(), tx_.data() + tx_sent_, tx_.size() - tx_sent_, MSG_NOSIGNAL);
@@ -180,7 +259,7 @@ status tcp_control_channel::flush() {
 }
 
 status tcp_control_channel::send(const message& msg) {
-  if (!socket_) {
+  if (!is_connected()) {
     last_error_ = "control channel is not connected";
     return status::not_connected;
   }
@@ -215,6 +294,17 @@ std::optional<receive_result> tcp_control_channel::read_available() {
     const size_t old = rx_.size();
     const size_t want = std::min(read_chunk, cap - old);
     rx_.resize(old + want);
+    if (tls_) {
+      // Read until GnuTLS reports AGAIN: a short record says nothing about what the socket (or
+      // GnuTLS's own buffer) still holds, and the owner only sleeps once poll() comes back empty.
+      const tls_session::io_result r = tls_->recv(rx_.data() + old, want);
+      rx_.resize(old + r.bytes);
+      if (r.what == tls_session::io_result::state::ok) continue;
+      if (r.what == tls_session::io_result::state::closed) peer_closed_ = true;
+      if (r.what != tls_session::io_result::state::failed) break;
+      return fail(status::io_failed,
+                  fmt::format("receive from {} failed: {}", peer_, tls_->error()));
+    }
     const ssize_t n = ::recv(socket_.get(), rx_.data() + old, want, 0);
     const int err = n < 0 ? errno : 0;
     rx_.resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
@@ -256,7 +346,7 @@ bool tcp_control_channel::take_frame(receive_result& out) {
 
 receive_result tcp_control_channel::poll() {
   receive_result out;
-  if (!socket_) return out;
+  if (!is_connected()) return out;
   if (pending_send_bytes() != 0) {
     const status s = flush();
     if (!ok(s)) return {std::nullopt, s, last_error_};
@@ -277,7 +367,11 @@ receive_result tcp_control_channel::poll() {
 // ---- tcp_server_channel --------------------------------------------------------------------
 
 tcp_server_channel::tcp_server_channel(uint16_t port, size_t max_body_size)
-    : tcp_control_channel(max_body_size), listener_(new_socket()) {
+    : tcp_server_channel(port, tcp_server_options{}, max_body_size) {}
+
+tcp_server_channel::tcp_server_channel(uint16_t port, const tcp_server_options& options,
+                                       size_t max_body_size)
+    : tcp_control_channel(max_body_size, options.tls), listener_(new_socket()) {
   // SO_REUSEADDR lets a restarted target bind while old connections sit in TIME_WAIT. The
   // reference also set SO_LINGER 0 for that; we do not, since a reset can destroy a final
   // response (shutdown_response) the peer has not read yet.
@@ -287,16 +381,17 @@ tcp_server_channel::tcp_server_channel(uint16_t port, size_t max_body_size)
                        fmt::format("Failed to set SO_REUSEADDR: {}", error_text(errno)));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_addr.s_addr = htonl(options.listen_address);
   addr.sin_port = htons(port);
+  const std::string where = ipv4_endpoint{options.listen_address, port}.to_string();
   if (::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
     const int err = errno;
     throw status_error(err == EADDRINUSE ? status::in_use : status::operating_system,
-                       fmt::format("Failed to listen on 0.0.0.0:{}: {}", port, error_text(err)));
+                       fmt::format("Failed to listen on {}: {}", where, error_text(err)));
   }
   if (::listen(listener_.get(), listen_backlog) != 0)
     throw status_error(status::operating_system,
-                       fmt::format("Failed to listen on 0.0.0.0:{}: {}", port, error_text(errno)));
+                       fmt::format("Failed to listen on {}: {}", where, error_text(errno)));
   socklen_t len = sizeof(addr);
   if (::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
     throw status_error(status::operating_system,
@@ -319,25 +414,46 @@ bool tcp_server_channel::accept_pending() {
       return took;
     }
     const std::string who = endpoint_name(addr);
-    if (is_connected()) {
+    if (holds_socket()) {
       // One session per target: a second client is turned away now rather than left waiting
       // in the backlog for a session that will never come.
-      ZC_SDK_LOG_WARN("control server on port {}: rejected client {} while serving {}", port_, who,
-                      peer());
+      ZC_SDK_LOG_WARN("control server on port {}: rejected client {} while {} {}", port_, who,
+                      handshaking() ? "in a TLS handshake with" : "serving", peer());
       continue;  // `client` closes here
     }
     set_no_delay(client.get());
     set_keepalive(client.get());
-    attach(std::move(client), who);
-    ZC_SDK_LOG_INFO("control server on port {}: client {} connected", port_, who);
+    attach(std::move(client), who, tls_session::role::server);
+    if (uses_tls())
+      ZC_SDK_LOG_INFO("control server on port {}: client {} connected, TLS handshake", port_, who);
+    else
+      ZC_SDK_LOG_INFO("control server on port {}: client {} connected", port_, who);
     took = true;
   }
 }
 
+void tcp_server_channel::step_client_handshake() {
+  const std::string who = peer();
+  switch (handshake_step()) {
+    case handshake_state::done:
+      ZC_SDK_LOG_INFO("control server on port {}: TLS session with {} established (identity '{}')",
+                      port_, who, tls()->identity());
+      break;
+    case handshake_state::failed:
+      // Never the owner's business: it only ever sees clients that hold the key.
+      ZC_SDK_LOG_WARN("control server on port {}: {}", port_, last_error());
+      break;
+    case handshake_state::in_progress:
+      break;
+  }
+}
+
 receive_result tcp_server_channel::poll() {
-  // The poll() that takes a new client returns no message (control_channel's contract).
+  // The poll() that takes a new client (or finishes its TLS handshake) returns no message
+  // (control_channel's contract).
   if (!is_connected()) {
-    accept_pending();
+    accept_pending();  // takes one client when free, turns the others away
+    if (handshaking()) step_client_handshake();
     return {};
   }
   // The current client first: if it has just left, that is reported now and the client queued
@@ -352,7 +468,13 @@ receive_result tcp_server_channel::poll() {
 
 tcp_client_channel::tcp_client_channel(std::string_view address, clock::time_point deadline,
                                        size_t max_body_size)
-    : tcp_control_channel(max_body_size), endpoint_(parse_ipv4_endpoint(address)) {
+    : tcp_client_channel(address, deadline, nullptr, max_body_size) {}
+
+tcp_client_channel::tcp_client_channel(std::string_view address, clock::time_point deadline,
+                                       std::shared_ptr<const psk_file> tls_keys,
+                                       size_t max_body_size)
+    : tcp_control_channel(max_body_size, std::move(tls_keys)),
+      endpoint_(parse_ipv4_endpoint(address)) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(endpoint_.address);
@@ -369,8 +491,14 @@ tcp_client_channel::tcp_client_channel(std::string_view address, clock::time_poi
     if (err == 0) {
       set_no_delay(fd.get());
       set_keepalive(fd.get());
-      attach(std::move(fd), name);
-      ZC_SDK_LOG_INFO("control client connected to {}", name);
+      attach(std::move(fd), name, tls_session::role::client);
+      if (uses_tls()) {
+        finish_handshake(deadline);
+        ZC_SDK_LOG_INFO("control client connected to {} (TLS, identity '{}')", name,
+                        this->tls_keys()->entries.front().identity);
+      } else {
+        ZC_SDK_LOG_INFO("control client connected to {}", name);
+      }
       return;
     }
     if (err == ECANCELED || core::stop_requested())
@@ -386,6 +514,34 @@ tcp_client_channel::tcp_client_channel(std::string_view address, clock::time_poi
       throw status_error(status::time_out,
                          fmt::format("Timed out connecting to {}: connection refused", name));
     sleep_until(std::min(now + connect_retry_interval, deadline));
+  }
+}
+
+void tcp_client_channel::finish_handshake(clock::time_point deadline) {
+  const std::string name = endpoint_.to_string();
+  for (;;) {
+    switch (handshake_step()) {
+      case handshake_state::done:
+        return;
+      case handshake_state::failed:
+        throw status_error(status::authentication, last_error());
+      case handshake_state::in_progress:
+        break;
+    }
+    if (core::stop_requested()) {
+      close();
+      throw status_error(status::shutdown, fmt::format("Stopped connecting to {}", name));
+    }
+    const auto left = deadline - clock::now();
+    if (left <= clock::duration::zero()) {
+      close();
+      throw status_error(status::time_out,
+                         fmt::format("Timed out connecting to {}: TLS handshake not done", name));
+    }
+    // wait_fd() holds the socket (in the direction GnuTLS waits for) and the handshake timer.
+    pollfd fds[2] = {{wait_fd(), POLLIN, 0}, {core::stop_signal_fd(), POLLIN, 0}};
+    const int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+    (void)::poll(fds, fds[1].fd >= 0 ? 2 : 1, ms);
   }
 }
 

@@ -1,9 +1,14 @@
 // Control channels over TCP/IPv4 (REFERENCE_SPEC §2.1: service = client, target = server).
 // Non-blocking sockets; sends that the socket cannot take yet are queued and flushed by later
 // send()/poll() calls. Thread rules: those of control_channel (one owning thread).
+// With a pre-shared key (--tls-psk) every connection is TLS 1.3 PSK (tls_psk.hpp): the same frames
+// ride inside TLS records, and a peer without the key never gets a frame through. Without one the
+// bytes on the wire are the reference's.
 //
 //   tcp_server_channel server{listen_port};                  // target
 //   tcp_client_channel client{"192.168.1.20:1234", deadline}; // service
+//   tcp_server_channel tls_server{listen_port, {.tls = keys}};          // with --tls-psk
+//   tcp_client_channel tls_client{"192.168.1.20:1234", deadline, keys};
 #pragma once
 
 #include <chrono>
@@ -16,6 +21,7 @@
 
 #include "storage/control_channel.hpp"
 #include "storage/ipv4_endpoint.hpp"
+#include "storage/tls_psk.hpp"
 #include "storage/unique_fd.hpp"
 
 namespace zc::storage {
@@ -50,8 +56,10 @@ class tcp_control_channel : public control_channel {
 
   [[nodiscard]] status send(const message& msg) override;
   [[nodiscard]] receive_result poll() override;
-  bool is_connected() const noexcept override { return static_cast<bool>(socket_); }
-  // An epoll descriptor holding the connection (and a server's listening socket).
+  // With TLS: once the handshake is done (a peer still in its handshake is not connected).
+  bool is_connected() const noexcept override;
+  // An epoll descriptor holding the connection (and a server's listening socket, and the TLS
+  // handshake timer).
   int wait_fd() const noexcept override { return epoll_.get(); }
   void close() noexcept override;
   const std::string& last_error() const noexcept override { return last_error_; }
@@ -63,13 +71,28 @@ class tcp_control_channel : public control_channel {
   const std::string& peer() const noexcept { return peer_; }
   // The connected socket (-1 when not connected), for socket options and diagnostics.
   int native_handle() const noexcept { return socket_.get(); }
+  // Whether connections are TLS (a key file was given).
+  bool uses_tls() const noexcept { return static_cast<bool>(tls_keys_); }
 
  protected:
-  explicit tcp_control_channel(size_t max_body_size);
-  // Takes a connected, non-blocking socket.
-  void attach(unique_fd socket, std::string peer);
+  // `tls_keys`: null for the plain protocol.
+  tcp_control_channel(size_t max_body_size, std::shared_ptr<const psk_file> tls_keys);
+  // Takes a connected, non-blocking socket. With TLS its handshake starts (handshake_step()), and
+  // must end within tls_handshake_timeout.
+  void attach(unique_fd socket, std::string peer, tls_session::role side);
   // Adds `fd` to the wait_fd() set for readability.
   void watch_readable(int fd);
+  // A socket is held: connected, or in its TLS handshake.
+  bool holds_socket() const noexcept { return static_cast<bool>(socket_); }
+  bool handshaking() const noexcept { return socket_ && tls_ && !tls_->handshake_done(); }
+  const tls_session* tls() const noexcept { return tls_.get(); }
+  const std::shared_ptr<const psk_file>& tls_keys() const noexcept { return tls_keys_; }
+
+  enum class handshake_state { done, in_progress, failed };
+  // Moves a TLS handshake on without blocking. `failed` (bad key, not TLS, the peer left, the
+  // timeout passed): the connection is closed and last_error() says "TLS handshake with
+  // a.b.c.d:port failed: ..." or "... timed out ...".
+  handshake_state handshake_step();
 
  private:
   // Writes queued bytes until done or the socket is full; a hard error closes the connection.
@@ -81,9 +104,16 @@ class tcp_control_channel : public control_channel {
   bool take_frame(receive_result& out);
   receive_result fail(status code, std::string text);
   void update_interest();
+  void arm_handshake_timer(bool on) noexcept;
+  // True when the handshake timer has fired (and clears it).
+  bool handshake_timer_fired() noexcept;
 
   size_t max_body_size_;
+  std::shared_ptr<const psk_file> tls_keys_;
   unique_fd epoll_;
+  unique_fd handshake_timer_;  // a timerfd in the epoll set, with TLS only
+  std::chrono::steady_clock::time_point handshake_deadline_;
+  std::unique_ptr<tls_session> tls_;  // the connection's TLS, with TLS only
   unique_fd socket_;
   std::string peer_;
   std::vector<uint8_t> rx_;  // received bytes not decoded yet
@@ -94,13 +124,24 @@ class tcp_control_channel : public control_channel {
   std::string last_error_;
 };
 
-// Listens on 0.0.0.0:port and serves one client at a time. A client that arrives while another is
-// served is accepted and closed at once (and logged), never queued. After its client leaves, the
-// server accepts the next one.
+// What a server listens on and how it authenticates.
+struct tcp_server_options {
+  uint32_t listen_address = 0;          // host byte order; 0 = 0.0.0.0, every address
+  std::shared_ptr<const psk_file> tls;  // null: the plain protocol
+};
+
+// Listens on listen_address:port and serves one client at a time. A client that arrives while
+// another is served (or is in its TLS handshake) is accepted and closed at once (and logged),
+// never queued. After its client leaves, the server accepts the next one. With TLS a client only
+// counts as connected after its handshake: one that fails it or does not finish it within
+// tls_handshake_timeout is logged ("TLS handshake with a.b.c.d:port failed: ..."), closed, and
+// never seen by the owner, and the server takes the next client.
 class tcp_server_channel final : public tcp_control_channel {
  public:
   // port 0 picks a free port (see port()). Throws status_error when the port cannot be bound.
   explicit tcp_server_channel(uint16_t port, size_t max_body_size = default_max_body_size);
+  tcp_server_channel(uint16_t port, const tcp_server_options& options,
+                     size_t max_body_size = default_max_body_size);
 
   [[nodiscard]] receive_result poll() override;
   uint16_t port() const noexcept { return port_; }
@@ -108,6 +149,9 @@ class tcp_server_channel final : public tcp_control_channel {
  private:
   // Accepts every pending connection; true when one became this channel's client.
   bool accept_pending();
+
+  // Moves a client's TLS handshake on and logs how it ended.
+  void step_client_handshake();
 
   unique_fd listener_;
   uint16_t port_ = 0;
@@ -122,10 +166,20 @@ class tcp_client_channel final : public tcp_control_channel {
   // not_connected for any other failure.
   tcp_client_channel(std::string_view address, std::chrono::steady_clock::time_point deadline,
                      size_t max_body_size = default_max_body_size);
+  // The same with TLS when `tls_keys` is not null: the constructor also completes the handshake
+  // with the first key of the file (by `deadline`, and within tls_handshake_timeout), and throws
+  // status_error(authentication) with "TLS handshake with a.b.c.d:port failed: ..." when the
+  // server refuses the key or does not speak TLS.
+  tcp_client_channel(std::string_view address, std::chrono::steady_clock::time_point deadline,
+                     std::shared_ptr<const psk_file> tls_keys,
+                     size_t max_body_size = default_max_body_size);
 
   const ipv4_endpoint& endpoint() const noexcept { return endpoint_; }
 
  private:
+  // Drives the TLS handshake of a fresh connection to its end (see the constructor).
+  void finish_handshake(std::chrono::steady_clock::time_point deadline);
+
   ipv4_endpoint endpoint_;
 };
 

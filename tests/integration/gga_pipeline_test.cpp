@@ -48,6 +48,8 @@ struct gga_options {
   // Added to the targets' and the service's command lines (--keep-serving, ...).
   std::vector<std::string> target_flags;
   std::vector<std::string> service_flags;
+  // --tls-psk for the three targets and the service ("" : the plain protocol).
+  std::string tls_psk;
 };
 
 // Generator output, three targets, the service and the initiator.
@@ -104,6 +106,7 @@ class gga_pipeline {
       }
       for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
       for (auto& f : options_.target_flags) argv.push_back(f);
+      if (!options_.tls_psk.empty()) argv.insert(argv.end(), {"--tls-psk", options_.tls_psk});
       targets[i] = std::make_unique<subprocess>(argv);
       if (!targets[i]->wait_for_output("listening on port", start_timeout)) return false;
       const std::string out = targets[i]->output();
@@ -139,6 +142,7 @@ class gga_pipeline {
     }
     for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
     for (auto& f : options_.service_flags) argv.push_back(f);
+    if (!options_.tls_psk.empty()) argv.insert(argv.end(), {"--tls-psk", options_.tls_psk});
     service = std::make_unique<subprocess>(argv);
     return service->wait_for_output("listening on channel", start_timeout);
   }
@@ -225,6 +229,19 @@ std::string validate_reads(const gga_options& o, uint32_t blocks_per_io = 1) {
 TEST(gga_pipeline, reads_validate_against_the_plain_file_vandermonde) {
   const std::string svc = validate_reads({.matrix = "vandermonde"});
   EXPECT_NE(svc.find("| Recovery count: 0\n"), std::string::npos) << svc;
+}
+
+TEST(gga_pipeline, reads_validate_over_tls_with_a_key_file) {
+  const std::string key =
+      "zcstore:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+  const std::string keys = temp_file("zc-gga-psk", std::vector<char>(key.begin(), key.end()));
+  const std::string svc = validate_reads({.tls_psk = keys});
+  std::filesystem::remove(keys);
+  for (const char* target : {"target 0 (", "target 1 (", "target 2 ("}) {
+    const size_t at = svc.find(std::string("connected to storage ") + target);
+    ASSERT_NE(at, std::string::npos) << svc;
+    EXPECT_NE(svc.substr(at, svc.find('\n', at) - at).find("over TLS"), std::string::npos) << svc;
+  }
 }
 
 TEST(gga_pipeline, reads_validate_against_the_plain_file_cauchy) {

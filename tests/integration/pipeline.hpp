@@ -66,7 +66,7 @@ struct pipeline_options {
   std::string target_device = "auto";
   std::string service_device = "auto";
   std::string target_host = "127.0.0.1";
-  // Added to the target's and the service's command lines (--keep-serving, ...).
+  // Added to the target's and the service's command lines (--keep-serving, --tls-psk FILE, ...).
   std::vector<std::string> target_flags;
   std::vector<std::string> service_flags;
 };

@@ -52,5 +52,19 @@ TEST(ipv4_endpoint, rejects_bad_addresses_with_invalid_value) {
   }
 }
 
+TEST(ipv4_address, a_bare_address_parses_with_the_same_rules) {
+  EXPECT_EQ(parse_ipv4_address("0.0.0.0"), 0u);
+  EXPECT_EQ(parse_ipv4_address("127.0.0.1"), 0x7F000001u);
+  for (const char* text : {"", "1.2.3", "1.2.3.4:5", "256.0.0.1", "01.2.3.4", "localhost"}) {
+    try {
+      (void)parse_ipv4_address(text);
+      ADD_FAILURE() << "accepted \"" << text << "\"";
+    } catch (const status_error& e) {
+      EXPECT_EQ(e.code(), status::invalid_value) << text;
+      EXPECT_NE(std::string(e.what()).find("(expected a.b.c.d)"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zc::storage
