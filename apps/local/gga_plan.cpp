@@ -123,9 +123,9 @@ std::vector<std::string> gga_target_argv(const gga_options& options, const std::
   const zero_copy_options& o = options.common;
   std::vector<std::string> argv{program, "-d", o.device};
   add_cpus(argv, o.workers, cores);
-  // The image carries its own geometry; port 0 as for zero-copy.
-  argv.insert(argv.end(),
-              {"--listen-port", "0", "--binary-content", image, "--poll-mode", o.poll_mode});
+  // The image carries its own geometry; port 0 and loopback only, as for zero-copy.
+  argv.insert(argv.end(), {"--listen-address", "127.0.0.1", "--listen-port", "0",
+                           "--binary-content", image, "--poll-mode", o.poll_mode});
   add_backing_file(argv, o, index);
   add_log_levels(argv, o, {});
   return argv;

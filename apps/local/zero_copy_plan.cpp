@@ -152,10 +152,11 @@ std::vector<std::string> target_argv(const zero_copy_options& options, const std
   std::vector<std::string> argv{program, "-d", options.device};
   add_cpus(argv, options.workers, cores);
   // Port 0: the target binds any free port and logs "listening on port N", so two launchers on
-  // one machine never race for a port.
-  argv.insert(argv.end(),
-              {"--listen-port", "0", "--block-size", std::to_string(options.block_size),
-               "--block-count", std::to_string(target_block_count(options, content_size))});
+  // one machine never race for a port. Loopback only: its service is on this machine, and no one
+  // elsewhere may reach the storage.
+  argv.insert(argv.end(), {"--listen-address", "127.0.0.1", "--listen-port", "0", "--block-size",
+                           std::to_string(options.block_size), "--block-count",
+                           std::to_string(target_block_count(options, content_size))});
   if (!options.content.empty()) argv.insert(argv.end(), {"--binary-content", options.content});
   add_backing_file(argv, options, 0);
   argv.insert(argv.end(), {"--poll-mode", options.poll_mode});

@@ -97,6 +97,7 @@ TEST(gga_plan, target_serves_its_image_on_a_free_port) {
   const words argv = gga_target_argv(o, "t", "/i/data_2.sbc", two_cores);
   EXPECT_EQ(values_of(argv, "--binary-content"), words{"/i/data_2.sbc"});
   EXPECT_EQ(values_of(argv, "--listen-port"), words{"0"});
+  EXPECT_EQ(values_of(argv, "--listen-address"), words{"127.0.0.1"});
   EXPECT_EQ(values_of(argv, "--cpu"), (words{"0", "1", "0"}));
   EXPECT_EQ(values_of(argv, "--poll-mode"), words{"event"});
   EXPECT_EQ(values_of(argv, "--log-level"), words{"50"});

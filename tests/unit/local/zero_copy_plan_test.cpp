@@ -141,6 +141,7 @@ TEST(target_command_line, defaults) {
   EXPECT_EQ(values_of(argv, "-d"), words{"auto"});
   EXPECT_EQ(values_of(argv, "--cpu"), words{"0"});
   EXPECT_EQ(values_of(argv, "--listen-port"), words{"0"});
+  EXPECT_EQ(values_of(argv, "--listen-address"), words{"127.0.0.1"});
   EXPECT_EQ(values_of(argv, "--block-size"), words{"4096"});
   EXPECT_EQ(values_of(argv, "--block-count"), words{"16384"});  // 64 MiB
   EXPECT_EQ(values_of(argv, "--poll-mode"), words{"adaptive"});
