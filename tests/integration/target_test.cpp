@@ -25,6 +25,7 @@
 #include "service_driver.hpp"
 #include "storage/sbc_file.hpp"
 #include "storage/stats.hpp"
+#include "support/raw_client.hpp"
 #include "support/subprocess.hpp"
 
 namespace zc::test {
@@ -269,48 +270,6 @@ void write_range(service_driver& d, driver_worker& w, uint64_t storage_offset,
 }
 
 // ---- raw TCP clients for the robustness cases
-
-class raw_client {
- public:
-  explicit raw_client(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    if (fd_ < 0) throw std::runtime_error("socket failed");
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(port);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
-      throw std::runtime_error(std::string("connect failed: ") + std::strerror(errno));
-  }
-  ~raw_client() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  void send(std::span<const uint8_t> bytes) {
-    // MSG_NOSIGNAL: the target may already have closed the connection.
-    (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  }
-  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
-
-  // Reads until the target closes the connection or `timeout` passes. Returns what arrived and
-  // whether the connection was closed.
-  std::pair<std::vector<uint8_t>, bool> read_until_closed(std::chrono::milliseconds timeout) {
-    std::vector<uint8_t> got;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return {got, false};
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      uint8_t buf[4096];
-      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-      if (n == 0 || (n < 0 && errno == ECONNRESET)) return {got, true};
-      if (n > 0) got.insert(got.end(), buf, buf + n);
-    }
-  }
-
- private:
-  int fd_;
-};
 
 std::vector<uint8_t> frame(uint32_t body_length, std::vector<uint8_t> body) {
   std::vector<uint8_t> out;
@@ -598,8 +557,9 @@ TEST_P(target_session, malformed_frames_close_the_connection_and_leak_nothing) {
   for (const auto& [name, bytes] : cases) {
     SCOPED_TRACE(name);
     raw_client c(t.port());
+    ASSERT_TRUE(c.connected());
     c.send(bytes);
-    auto [got, closed] = c.read_until_closed(10s);
+    auto [got, closed] = c.read(10s);
     EXPECT_TRUE(closed) << "the target kept a connection that sent a bad frame";
     // Either nothing (closed at once) or an error_response frame before the close.
     if (!got.empty()) {
@@ -612,9 +572,10 @@ TEST_P(target_session, malformed_frames_close_the_connection_and_leak_nothing) {
   {
     SCOPED_TRACE("a frame cut short by the client");
     raw_client c(t.port());
+    ASSERT_TRUE(c.connected());
     c.send(frame(100, header(1, 5, 6)));
     c.shutdown_write();
-    auto [got, closed] = c.read_until_closed(10s);
+    auto [got, closed] = c.read(10s);
     EXPECT_TRUE(closed);
     EXPECT_TRUE(t.wait_occurrences("control connection lost", ++lost)) << t.output();
   }
@@ -709,8 +670,9 @@ TEST_P(target_session, second_client_is_closed_and_the_first_is_unaffected) {
     size_t before = t.fd_count();
     auto turned_away = [&] {
       raw_client other(t.port());
+      ASSERT_TRUE(other.connected());
       other.send(frame(12, header(1, 0, 0)));  // a query it will never get an answer to
-      auto [got, closed] = other.read_until_closed(10s);
+      auto [got, closed] = other.read(10s);
       EXPECT_TRUE(closed);
       EXPECT_TRUE(got.empty());
     };

@@ -16,6 +16,7 @@
 #include "pipeline.hpp"
 #include "storage/control_message.hpp"
 #include "storage/tls_psk.hpp"
+#include "support/raw_client.hpp"
 #include "support/subprocess.hpp"
 
 namespace zc::test {
@@ -42,48 +43,11 @@ class key_file {
   std::string path_;
 };
 
-// A plain TCP client on the target's port: what anyone who reaches the port can do.
-class raw_client {
- public:
-  explicit raw_client(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(port);
-    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  }
-  ~raw_client() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool connected() const { return connected_; }
-  void send(const std::vector<uint8_t>& bytes) {
-    (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  }
-  // Reads until the peer closes, a whole frame arrived, or `timeout` passes: what arrived, and
-  // whether the connection was closed.
-  std::pair<std::vector<uint8_t>, bool> read(std::chrono::milliseconds timeout) {
-    std::vector<uint8_t> got;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return {got, false};
-      if (storage::decode_frame(got, storage::default_max_body_size).outcome ==
-          storage::decode_outcome::message)
-        return {got, false};
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      uint8_t buf[4096];
-      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-      if (n == 0 || (n < 0 && errno == ECONNRESET)) return {got, true};
-      if (n > 0) got.insert(got.end(), buf, buf + n);
-    }
-  }
-
- private:
-  int fd_;
-  bool connected_ = false;
-};
+// Enough once a whole frame arrived.
+bool whole_frame(const std::vector<uint8_t>& got) {
+  return storage::decode_frame(got, storage::default_max_body_size).outcome ==
+         storage::decode_outcome::message;
+}
 
 // The frame a storage client starts with.
 std::vector<uint8_t> query_frame() {
@@ -112,7 +76,7 @@ TEST(tls_psk, without_a_key_file_a_plain_query_is_answered) {
   raw_client stranger(p.port());
   ASSERT_TRUE(stranger.connected());
   stranger.send(query_frame());
-  const auto [got, closed] = stranger.read(start_timeout);
+  const auto [got, closed] = stranger.read(start_timeout, whole_frame);
   EXPECT_TRUE(is_query_response(got)) << p.all_output();
 }
 
@@ -124,7 +88,7 @@ TEST(tls_psk, a_stranger_without_the_key_gets_no_answer) {
     raw_client stranger(p.port());
     ASSERT_TRUE(stranger.connected());
     stranger.send(query_frame());
-    const auto [got, closed] = stranger.read(start_timeout);
+    const auto [got, closed] = stranger.read(start_timeout, whole_frame);
     EXPECT_TRUE(closed) << "the target kept a plain-text client connected";
     EXPECT_FALSE(is_query_response(got)) << "a plain-text client got a query response";
   }

@@ -14,6 +14,7 @@
 #include <future>
 #include <thread>
 
+#include "support/raw_client.hpp"
 #include "support/subprocess.hpp"
 #include "unit/storage/hex.hpp"
 
@@ -43,31 +44,6 @@ struct connected_pair {
   tcp_server_channel server;
   tcp_client_channel client;
 };
-
-// A plain blocking socket, to speak bytes the channels would never send.
-unique_fd raw_connect(uint16_t port) {
-  unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0)
-    ADD_FAILURE() << "raw connect failed";
-  return fd;
-}
-
-// True when the raw socket sees the end of the stream (EOF or reset) within the wait limit.
-bool raw_sees_close(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  const auto deadline = clock::now() + wait_limit;
-  while (clock::now() < deadline) {
-    if (::poll(&p, 1, 100) <= 0) continue;
-    uint8_t byte;
-    const ssize_t n = ::recv(fd, &byte, 1, 0);
-    if (n <= 0) return true;
-  }
-  return false;
-}
 
 TEST(tcp_control_channel, messages_travel_both_ways) {
   connected_pair p;
@@ -184,14 +160,15 @@ TEST(tcp_control_channel, second_client_is_rejected_while_one_is_served) {
 
 TEST(tcp_control_channel, malformed_frame_is_reported_and_closes_the_connection) {
   tcp_server_channel server(zc::test::free_tcp_port());
-  unique_fd raw = raw_connect(server.port());
+  zc::test::raw_client raw(server.port());
+  ASSERT_TRUE(raw.connected());
   ASSERT_EQ(wait_until_connected(server, wait_limit), status::success);
 
   // A well-formed frame first, then one of unknown type 15.
   auto bytes = encode(query(1));
   const auto bad = test::hex("00 00 00 0C | 00 00 00 0F | 00 00 00 00 | 00 00 00 00");
   bytes.insert(bytes.end(), bad.begin(), bad.end());
-  ASSERT_EQ(::send(raw.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size()));
+  ASSERT_TRUE(raw.send(bytes));
 
   receive_result got = wait_for(server, wait_limit);
   ASSERT_TRUE(got.msg) << got.text;
@@ -204,19 +181,20 @@ TEST(tcp_control_channel, malformed_frame_is_reported_and_closes_the_connection)
   EXPECT_NE(got.text.find("unknown control message type 15"), std::string::npos) << got.text;
   EXPECT_EQ(server.last_error(), got.text);
   EXPECT_FALSE(server.is_connected());
-  EXPECT_TRUE(raw_sees_close(raw.get()));
+  EXPECT_TRUE(raw.read(wait_limit).second);
 }
 
 TEST(tcp_control_channel, oversized_frame_header_closes_the_connection_at_once) {
   tcp_server_channel server(zc::test::free_tcp_port());
-  unique_fd raw = raw_connect(server.port());
+  zc::test::raw_client raw(server.port());
+  ASSERT_TRUE(raw.connected());
   ASSERT_EQ(wait_until_connected(server, wait_limit), status::success);
   const auto header = test::hex("7F FF FF FF");
-  ASSERT_EQ(::send(raw.get(), header.data(), header.size(), MSG_NOSIGNAL), 4);
+  ASSERT_TRUE(raw.send(header));
   const receive_result got = wait_for(server, wait_limit);
   EXPECT_EQ(got.code, status::too_big) << got.text;
   EXPECT_FALSE(server.is_connected());
-  EXPECT_TRUE(raw_sees_close(raw.get()));
+  EXPECT_TRUE(raw.read(wait_limit).second);
 }
 
 TEST(tcp_control_channel, send_refuses_a_body_over_the_maximum) {

@@ -14,6 +14,7 @@
 
 #include "storage/tcp_control_channel.hpp"
 #include "storage/tls_psk.hpp"
+#include "support/raw_client.hpp"
 #include "support/subprocess.hpp"
 
 namespace zc::storage {
@@ -90,30 +91,6 @@ struct tls_pair {
   std::unique_ptr<tcp_client_channel> client;
 };
 
-unique_fd raw_connect(uint16_t port) {
-  unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0)
-    ADD_FAILURE() << "raw connect failed";
-  return fd;
-}
-
-// True when the raw socket sees the end of the stream (EOF or reset) within the wait limit.
-bool raw_sees_close(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  const auto deadline = clock::now() + wait_limit;
-  while (clock::now() < deadline) {
-    if (::poll(&p, 1, 100) <= 0) continue;
-    uint8_t buf[256];
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) return true;
-  }
-  return false;
-}
-
 TEST(tcp_tls_channel, messages_travel_both_ways_byte_for_byte) {
   tls_pair p;
   ASSERT_TRUE(p.client);
@@ -174,13 +151,14 @@ TEST(tcp_tls_channel, frames_buffered_inside_tls_are_delivered) {
   // A small maximum: the channel takes at most one frame's worth (68 bytes) per poll, so the rest
   // of the 10 frames sent in one record stay inside GnuTLS.
   tcp_server_channel server(0, tcp_server_options{0, good_keys()}, 64);
-  unique_fd raw = raw_connect(server.port());
-  ASSERT_EQ(::fcntl(raw.get(), F_SETFL, O_NONBLOCK), 0);
-  tls_session client(tls_session::role::client, good_keys(), raw.get());
+  zc::test::raw_client raw(server.port());
+  ASSERT_TRUE(raw.connected());
+  ASSERT_EQ(::fcntl(raw.fd(), F_SETFL, O_NONBLOCK), 0);
+  tls_session client(tls_session::role::client, good_keys(), raw.fd());
   const auto deadline = clock::now() + wait_limit;
   while (client.handshake() == tls_session::step::again && clock::now() < deadline) {
     (void)server.poll();
-    pollfd fds[2] = {{raw.get(), static_cast<short>(client.wants_write() ? POLLOUT : POLLIN), 0},
+    pollfd fds[2] = {{raw.fd(), static_cast<short>(client.wants_write() ? POLLOUT : POLLIN), 0},
                      {server.wait_fd(), POLLIN, 0}};
     (void)::poll(fds, 2, 100);
   }
@@ -261,10 +239,11 @@ TEST(tcp_tls_channel, a_tls_client_fails_cleanly_against_a_plain_server) {
 
 TEST(tcp_tls_channel, an_idle_stranger_is_dropped_after_the_handshake_timeout) {
   tcp_server_channel server(0, tcp_server_options{0, good_keys()});
-  unique_fd stranger = raw_connect(server.port());
+  zc::test::raw_client stranger(server.port());
+  ASSERT_TRUE(stranger.connected());
   EXPECT_FALSE(serve_handshake(server));
   EXPECT_NE(server.last_error().find("timed out"), std::string::npos) << server.last_error();
-  EXPECT_TRUE(raw_sees_close(stranger.get()));
+  EXPECT_TRUE(stranger.read(wait_limit).second);
 
   // The real client is served next.
   auto client = connect_async(server.port(), good_keys());
