@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -336,6 +337,25 @@ void count_failed(Task* task, doca_data, doca_data ctx_data) {
 
 class doca_ctx_pair : public ::testing::TestWithParam<const char*> {
  protected:
+  // b's `map`, exported for RDMA and imported on a's device: the memory a's tasks reach.
+  doca_mmap* import_on_a(doca_mmap* map) {
+    const void* blob = nullptr;
+    size_t blob_len = 0;
+    EXPECT_EQ(doca_mmap_export_rdma(map, b.dev, &blob, &blob_len), DOCA_SUCCESS);
+    doca_mmap* remote = nullptr;
+    EXPECT_EQ(doca_mmap_create_from_export(nullptr, blob, blob_len, a.dev, &remote), DOCA_SUCCESS);
+    return remote;
+  }
+  static uint8_t* base_of(doca_mmap* map) {
+    void* addr = nullptr;
+    size_t len = 0;
+    EXPECT_EQ(doca_mmap_get_memrange(map, &addr, &len), DOCA_SUCCESS);
+    return static_cast<uint8_t*>(addr);
+  }
+  static void destroy_all(std::initializer_list<doca_mmap*> maps) {
+    for (doca_mmap* m : maps) EXPECT_EQ(doca_mmap_destroy(m), DOCA_SUCCESS);
+  }
+
   void SetUp() override {
     for (peer* p : {&a, &b}) {
       p->dev = open_device(GetParam());
@@ -537,8 +557,7 @@ TEST_P(doca_ctx_pair, send_reaches_a_posted_receive_byte_for_byte) {
   doca_buf_dec_refcount(src, nullptr);
   doca_buf_dec_refcount(dst, nullptr);
   EXPECT_EQ(doca_buf_inventory_destroy(inv), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(map_a), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(map_b), DOCA_SUCCESS);
+  destroy_all({map_a, map_b});
 }
 
 TEST_P(doca_ctx_pair, write_lands_in_the_peer_export_where_asked) {
@@ -550,14 +569,9 @@ TEST_P(doca_ctx_pair, write_lands_in_the_peer_export_where_asked) {
       started_mmap(memory_a.data(), memory_a.size(), DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
   doca_mmap* map_b = started_mmap(memory_b.data(), memory_b.size(),
                                   DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_RDMA_WRITE);
-  const void* blob = nullptr;
-  size_t blob_len = 0;
-  ASSERT_EQ(doca_mmap_export_rdma(map_b, b.dev, &blob, &blob_len), DOCA_SUCCESS);
-  doca_mmap* remote = nullptr;
-  ASSERT_EQ(doca_mmap_create_from_export(nullptr, blob, blob_len, a.dev, &remote), DOCA_SUCCESS);
-  void* remote_addr = nullptr;
-  size_t remote_len = 0;
-  ASSERT_EQ(doca_mmap_get_memrange(remote, &remote_addr, &remote_len), DOCA_SUCCESS);
+  doca_mmap* remote = import_on_a(map_b);
+  ASSERT_NE(remote, nullptr);
+  uint8_t* remote_addr = base_of(remote);
 
   doca_buf_inventory* inv = nullptr;
   ASSERT_EQ(doca_buf_inventory_create(4, &inv), DOCA_SUCCESS);
@@ -565,8 +579,7 @@ TEST_P(doca_ctx_pair, write_lands_in_the_peer_export_where_asked) {
   doca_buf *src = nullptr, *dst = nullptr;
   ASSERT_EQ(doca_buf_inventory_buf_get_by_data(inv, map_a, memory_a.data(), sizeof(message), &src),
             DOCA_SUCCESS);
-  ASSERT_EQ(doca_buf_inventory_buf_get_by_addr(inv, remote, static_cast<uint8_t*>(remote_addr) + 64,
-                                               128, &dst),
+  ASSERT_EQ(doca_buf_inventory_buf_get_by_addr(inv, remote, remote_addr + 64, 128, &dst),
             DOCA_SUCCESS);
   doca_rdma_task_write* write = nullptr;
   ASSERT_EQ(
@@ -581,9 +594,7 @@ TEST_P(doca_ctx_pair, write_lands_in_the_peer_export_where_asked) {
   doca_buf_dec_refcount(src, nullptr);
   doca_buf_dec_refcount(dst, nullptr);
   EXPECT_EQ(doca_buf_inventory_destroy(inv), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(remote), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(map_a), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(map_b), DOCA_SUCCESS);
+  destroy_all({remote, map_a, map_b});
 }
 
 TEST_P(doca_ctx_pair, immediates_reach_the_receive_with_their_opcode) {
@@ -595,14 +606,9 @@ TEST_P(doca_ctx_pair, immediates_reach_the_receive_with_their_opcode) {
       started_mmap(memory_a.data(), memory_a.size(), DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
   doca_mmap* map_b = started_mmap(memory_b.data(), memory_b.size(),
                                   DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_RDMA_WRITE);
-  const void* blob = nullptr;
-  size_t blob_len = 0;
-  ASSERT_EQ(doca_mmap_export_rdma(map_b, b.dev, &blob, &blob_len), DOCA_SUCCESS);
-  doca_mmap* remote = nullptr;
-  ASSERT_EQ(doca_mmap_create_from_export(nullptr, blob, blob_len, a.dev, &remote), DOCA_SUCCESS);
-  void* remote_addr = nullptr;
-  size_t remote_len = 0;
-  ASSERT_EQ(doca_mmap_get_memrange(remote, &remote_addr, &remote_len), DOCA_SUCCESS);
+  doca_mmap* remote = import_on_a(map_b);
+  ASSERT_NE(remote, nullptr);
+  uint8_t* remote_addr = base_of(remote);
   doca_buf_inventory* inv = nullptr;
   ASSERT_EQ(doca_buf_inventory_create(8, &inv), DOCA_SUCCESS);
   ASSERT_EQ(doca_buf_inventory_start(inv), DOCA_SUCCESS);
@@ -611,8 +617,7 @@ TEST_P(doca_ctx_pair, immediates_reach_the_receive_with_their_opcode) {
             DOCA_SUCCESS);
   ASSERT_EQ(doca_buf_inventory_buf_get_by_addr(inv, map_b, memory_b.data(), 256, &recv_buf),
             DOCA_SUCCESS);
-  ASSERT_EQ(doca_buf_inventory_buf_get_by_addr(
-                inv, remote, static_cast<uint8_t*>(remote_addr) + 1024, 256, &remote_dst),
+  ASSERT_EQ(doca_buf_inventory_buf_get_by_addr(inv, remote, remote_addr + 1024, 256, &remote_dst),
             DOCA_SUCCESS);
 
   auto post_receive = [&] {
@@ -649,9 +654,7 @@ TEST_P(doca_ctx_pair, immediates_reach_the_receive_with_their_opcode) {
 
   for (doca_buf* buf : {src, recv_buf, remote_dst}) doca_buf_dec_refcount(buf, nullptr);
   EXPECT_EQ(doca_buf_inventory_destroy(inv), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(remote), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(map_a), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(map_b), DOCA_SUCCESS);
+  destroy_all({remote, map_a, map_b});
 }
 
 TEST_P(doca_ctx_pair, atomics_return_the_old_value_and_change_the_remote_one) {
@@ -661,11 +664,8 @@ TEST_P(doca_ctx_pair, atomics_return_the_old_value_and_change_the_remote_one) {
   doca_mmap* map_b = started_mmap(&counter, sizeof(counter),
                                   DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_RDMA_ATOMIC);
   doca_mmap* map_a = started_mmap(results, sizeof(results), DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
-  const void* blob = nullptr;
-  size_t blob_len = 0;
-  ASSERT_EQ(doca_mmap_export_rdma(map_b, b.dev, &blob, &blob_len), DOCA_SUCCESS);
-  doca_mmap* remote = nullptr;
-  ASSERT_EQ(doca_mmap_create_from_export(nullptr, blob, blob_len, a.dev, &remote), DOCA_SUCCESS);
+  doca_mmap* remote = import_on_a(map_b);
+  ASSERT_NE(remote, nullptr);
   doca_buf_inventory* inv = nullptr;
   ASSERT_EQ(doca_buf_inventory_create(4, &inv), DOCA_SUCCESS);
   ASSERT_EQ(doca_buf_inventory_start(inv), DOCA_SUCCESS);
@@ -696,9 +696,7 @@ TEST_P(doca_ctx_pair, atomics_return_the_old_value_and_change_the_remote_one) {
 
   for (doca_buf* buf : {dst, old0, old1}) doca_buf_dec_refcount(buf, nullptr);
   EXPECT_EQ(doca_buf_inventory_destroy(inv), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(remote), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(map_a), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(map_b), DOCA_SUCCESS);
+  destroy_all({remote, map_a, map_b});
 }
 
 // Event mode: the handle turns readable when the peer's message arrives, and a program that
@@ -773,8 +771,7 @@ TEST_P(doca_ctx_pair, notification_handle_wakes_a_sleeping_receiver) {
   doca_buf_dec_refcount(src, nullptr);
   doca_buf_dec_refcount(dst, nullptr);
   EXPECT_EQ(doca_buf_inventory_destroy(inv), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(map_a), DOCA_SUCCESS);
-  EXPECT_EQ(doca_mmap_destroy(map_b), DOCA_SUCCESS);
+  destroy_all({map_a, map_b});
 }
 
 TEST_P(doca_ctx_pair, stopping_with_tasks_in_flight_fails_them_and_reaches_idle) {
