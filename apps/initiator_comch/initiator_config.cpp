@@ -82,6 +82,7 @@ std::optional<int> parse_config(int argc, const char* const* argv, initiator_con
                  "Seconds the service may leave keep-alives unanswered before the session ends; "
                  "0: send none")
       ->check(CLI::NonNegativeNumber)
+      ->check(core::off_or_at_least(storage::min_keep_alive_seconds))
       ->capture_default_str();
   app.add_option("--local-io-region-size", out.local_io_region_size,
                  "Bytes of local IO memory (0: the storage capacity; partial blocks are ignored)")
@@ -108,9 +109,6 @@ std::vector<std::string> validate(const initiator_config& config) {
   std::vector<std::string> errors;
   if (config.transaction_count == 0) errors.emplace_back("transaction-count must not be zero");
   if (config.control_timeout_seconds == 0) errors.emplace_back("control-timeout must not be zero");
-  if (config.keep_alive_seconds != 0 && config.keep_alive_seconds < storage::min_keep_alive_seconds)
-    errors.push_back(fmt::format("--keep-alive-timeout must be 0 (off) or at least {} seconds",
-                                 storage::min_keep_alive_seconds));
   // The reference accepted 0 (a division by zero later) and truncated values above 16 bits.
   if (config.blocks_per_io == 0 || config.blocks_per_io > max_blocks_per_io)
     errors.push_back(fmt::format("blocks-per-io must be between 1 and {}", max_blocks_per_io));

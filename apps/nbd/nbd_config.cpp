@@ -39,6 +39,7 @@ std::optional<int> parse_config(int argc, const char* const* argv, nbd_config& o
                  "Seconds the service may leave keep-alives unanswered before the session ends; "
                  "0: send none")
       ->check(CLI::NonNegativeNumber)
+      ->check(core::off_or_at_least(storage::min_keep_alive_seconds))
       ->capture_default_str();
   app.add_option("--socket", out.socket, "Serve NBD on this Unix socket");
   app.add_option("--listen", out.listen, "Serve NBD on this TCP address (a.b.c.d:port)");
@@ -61,9 +62,6 @@ std::vector<std::string> validate(const nbd_config& config) {
   if (config.transaction_count > (1u << 16))
     errors.emplace_back("transaction-count must be at most 65536");
   if (config.control_timeout_seconds == 0) errors.emplace_back("control-timeout must not be zero");
-  if (config.keep_alive_seconds != 0 && config.keep_alive_seconds < storage::min_keep_alive_seconds)
-    errors.push_back(fmt::format("--keep-alive-timeout must be 0 (off) or at least {} seconds",
-                                 storage::min_keep_alive_seconds));
   if (config.socket.empty() && config.listen.empty() && config.systemd_listeners == 0)
     errors.emplace_back("nowhere to serve: give --socket PATH and/or --listen ADDR:PORT");
   if (!config.listen.empty()) {

@@ -53,13 +53,9 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
                  "Seconds a service may stay silent (keep-alives included) before its session "
                  "ends; 0: never")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)));
+      ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)))
+      ->check(core::off_or_at_least(storage::min_keep_alive_seconds));
   if (auto code = cli.parse(argc, argv)) return code;
-  if (keep_alive_seconds != 0 && keep_alive_seconds < storage::min_keep_alive_seconds) {
-    std::cerr << program_name << ": --keep-alive-timeout must be 0 (off) or at least "
-              << storage::min_keep_alive_seconds << " seconds\n";
-    return core::exit_bad_usage;
-  }
   out.keep_alive_timeout = std::chrono::seconds(keep_alive_seconds);
   out.listen_port = static_cast<uint16_t>(port);
   out.block_count_given = block_count->count() != 0;

@@ -201,4 +201,15 @@ int run_guarded(std::string_view program, const std::function<int()>& body,
   return on_failure ? on_failure(code) : 1;
 }
 
+CLI::Validator off_or_at_least(uint64_t minimum) {
+  return CLI::Validator(
+      [minimum](std::string& value) -> std::string {
+        uint64_t n = 0;
+        if (!CLI::detail::lexical_cast(value, n) || (n != 0 && n < minimum))
+          return "must be 0 (off) or at least " + std::to_string(minimum);
+        return {};
+      },
+      "0|>=" + std::to_string(minimum));
+}
+
 }  // namespace zc::core

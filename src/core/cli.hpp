@@ -57,6 +57,10 @@ class cli {
   poll_mode poll_mode_ = poll_mode::adaptive;
 };
 
+// A check for a non-negative whole number that is either 0 (the feature off) or at least
+// `minimum`, e.g. --keep-alive-timeout: "must be 0 (off) or at least 2".
+CLI::Validator off_or_at_least(uint64_t minimum);
+
 // The reference's first line of every program: "<program>: v<version>", flushed.
 void print_banner(std::string_view program, std::string_view version);
 

@@ -31,7 +31,8 @@ void common_flags::add_channel_options() {
   app.add_option("--control-timeout", timeout_seconds_,
                  "Seconds to wait for a peer on the control path (connect, each response)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)));
+      ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)))
+      ->check(core::off_or_at_least(storage::min_keep_alive_seconds));
   app.add_option("--tls-psk", out_.tls_psk_path,
                  "Pre-shared key file (identity:hexkey lines, as psktool writes): TLS 1.3 to the "
                  "storage targets with the first line's identity and key");
@@ -41,7 +42,8 @@ void common_flags::add_channel_options() {
                  "Seconds a client or target may stay silent (keep-alives included) before its "
                  "session ends; 0: never")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)));
+      ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)))
+      ->check(core::off_or_at_least(storage::min_keep_alive_seconds));
 }
 
 std::optional<int> common_flags::finish(
@@ -76,11 +78,6 @@ std::optional<int> common_flags::finish(
       std::cerr << program << ": --tls-psk: " << e.what() << "\n";
       return core::exit_bad_usage;
     }
-  }
-  if (keep_alive_seconds_ != 0 && keep_alive_seconds_ < storage::min_keep_alive_seconds) {
-    std::cerr << program << ": --keep-alive-timeout must be 0 (off) or at least "
-              << storage::min_keep_alive_seconds << " seconds\n";
-    return core::exit_bad_usage;
   }
   out_.keep_alive_timeout = std::chrono::seconds(keep_alive_seconds_);
   return std::nullopt;

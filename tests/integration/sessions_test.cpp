@@ -192,9 +192,7 @@ TEST(sessions, a_keep_alive_timeout_below_two_seconds_is_refused) {
     }
     subprocess s(argv);
     EXPECT_EQ(s.wait(start_timeout), std::optional<int>(2)) << s.output();
-    EXPECT_NE(s.output().find("--keep-alive-timeout must be 0 (off) or at least 2 seconds"),
-              std::string::npos)
-        << s.output();
+    EXPECT_NE(s.output().find("must be 0 (off) or at least 2"), std::string::npos) << s.output();
   }
 }
 
