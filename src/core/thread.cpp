@@ -1,6 +1,7 @@
 #include "core/thread.hpp"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -53,6 +54,17 @@ bool stop_requested() noexcept {
 }
 int stop_signal_fd() noexcept {
   return stop_fd;
+}
+
+bool sleep_unless_stopped(std::chrono::steady_clock::time_point deadline) noexcept {
+  const auto left = deadline - std::chrono::steady_clock::now();
+  if (left > std::chrono::steady_clock::duration::zero() && !stop_flag.load()) {
+    pollfd stop{stop_fd, POLLIN, 0};
+    // Rounded up: a sub-millisecond remainder rounded down to 0 would spin.
+    const int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+    (void)::poll(&stop, stop.fd >= 0 ? 1 : 0, ms);
+  }
+  return !stop_flag.load();
 }
 
 void request_stop() noexcept {

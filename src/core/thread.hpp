@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 #include "core/status.hpp"
@@ -20,5 +21,8 @@ bool stop_requested() noexcept;
 int stop_signal_fd() noexcept;
 // For tests and for programs that decide to stop on their own.
 void request_stop() noexcept;
+// Sleeps until `deadline`, waking early when a stop is requested (never spins). Returns false
+// when a stop was requested.
+bool sleep_unless_stopped(std::chrono::steady_clock::time_point deadline) noexcept;
 
 }  // namespace zc::core

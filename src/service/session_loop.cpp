@@ -1,7 +1,5 @@
 #include "service/session_loop.hpp"
 
-#include <poll.h>
-
 #include <algorithm>
 #include <chrono>
 
@@ -16,15 +14,6 @@ using namespace std::chrono_literals;
 constexpr auto first_redial_pause = 1s;
 constexpr auto longest_redial_pause = 30s;
 
-// Sleeps `pause` unless a stop is requested first; false then.
-bool pause_unless_stopped(std::chrono::milliseconds pause) {
-  if (core::stop_requested()) return false;
-  pollfd fd{core::stop_signal_fd(), POLLIN, 0};
-  if (fd.fd < 0) fd.fd = -1;  // no stop descriptor: poll just sleeps
-  (void)::poll(&fd, 1, static_cast<int>(pause.count()));
-  return !core::stop_requested();
-}
-
 // The next session's targets, dialled until they answer or a stop is requested (nullptr).
 std::unique_ptr<target_set> redial(const target_connector& connect) {
   std::chrono::milliseconds pause = first_redial_pause;
@@ -37,7 +26,7 @@ std::unique_ptr<target_set> redial(const target_connector& connect) {
       ZC_LOG_ERROR("cannot reach the storage for the next session: {}; trying again in {} s",
                    e.what(), pause.count() / 1000);
     }
-    if (!pause_unless_stopped(pause)) return nullptr;
+    if (!core::sleep_unless_stopped(std::chrono::steady_clock::now() + pause)) return nullptr;
     pause = std::min<std::chrono::milliseconds>(pause * 2, longest_redial_pause);
   }
 }

@@ -67,15 +67,6 @@ unique_fd new_socket() {
   return fd;
 }
 
-// Sleeps until `deadline`, waking early when a stop is requested.
-void sleep_until(clock::time_point deadline) {
-  const auto left = deadline - clock::now();
-  if (left <= clock::duration::zero()) return;
-  pollfd stop{core::stop_signal_fd(), POLLIN, 0};
-  const int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
-  (void)::poll(&stop, stop.fd >= 0 ? 1 : 0, ms);
-}
-
 // Waits for a non-blocking connect to finish. Returns 0 or the errno it failed with; ETIMEDOUT
 // when the deadline passes first.
 int wait_connected(int fd, clock::time_point deadline) {
@@ -513,7 +504,7 @@ tcp_client_channel::tcp_client_channel(std::string_view address, clock::time_poi
     if (now >= deadline)
       throw status_error(status::time_out,
                          fmt::format("Timed out connecting to {}: connection refused", name));
-    sleep_until(std::min(now + connect_retry_interval, deadline));
+    (void)core::sleep_unless_stopped(std::min(now + connect_retry_interval, deadline));
   }
 }
 
