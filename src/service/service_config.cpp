@@ -31,8 +31,7 @@ void common_flags::add_channel_options() {
   app.add_option("--control-timeout", timeout_seconds_,
                  "Seconds to wait for a peer on the control path (connect, each response)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)))
-      ->check(core::off_or_at_least(storage::min_keep_alive_seconds));
+      ->check(CLI::Range(int64_t(0), int64_t(24 * 3600)));
   app.add_option("--tls-psk", out_.tls_psk_path,
                  "Pre-shared key file (identity:hexkey lines, as psktool writes): TLS 1.3 to the "
                  "storage targets with the first line's identity and key");
