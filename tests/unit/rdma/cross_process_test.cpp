@@ -65,6 +65,24 @@ class cross_process : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(peer_->wait_for_output("peer: connected", 20s)) << peer_->output();
   }
 
+  // One read that must succeed: both endpoints have carried traffic, so UCX's wire-up is over.
+  // A peer killed while its TCP wire-up is still in flight trips an assertion inside UCX 1.13
+  // (wireup_ep.c "pending_count == 0"); the death tests are about in-flight tasks, not that.
+  void exchange_one_read() {
+    a.thread.call([&] {
+      a.submit<read_task>(99, [&](read_task& r) {
+        r.set(*a.remote_buffer(*a.remote, 0, 64), *a.local_buffer(0, 64, false));
+      });
+    });
+    ASSERT_TRUE(a.wait_for("read", 1)) << peer_->output();
+    a.thread.call([&] {
+      ASSERT_EQ(a.done.size(), 1u);
+      EXPECT_EQ(a.done[0].result, status::success);
+      a.done[0].task->free();
+      a.done.clear();
+    });
+  }
+
   std::filesystem::path dir_;
   std::unique_ptr<test::subprocess> peer_;
   side a;
@@ -133,7 +151,8 @@ TEST_P(cross_process, peer_refuses_access_outside_its_export) {
 }
 
 TEST_P(cross_process, killed_peer_fails_in_flight_tasks_before_their_deadline) {
-  connect(30s);            // a deadline far away: failure must come from peer-death detection
+  connect(30s);  // a deadline far away: failure must come from peer-death detection
+  exchange_one_read();
   peer_->signal(SIGSTOP);  // requests now pile up unanswered
   a.thread.call([&] {
     for (int i = 0; i < 4; ++i) {
@@ -241,6 +260,7 @@ TEST_P(cross_process, killed_peer_is_found_by_ucx_alone_without_the_process_watc
     GTEST_SKIP() << "UCX 1.13 does not report a killed shared-memory peer (measured); the pidfd "
                     "watch does (killed_peer_fails_in_flight_tasks_before_their_deadline/sm)";
   connect(30s, false);
+  exchange_one_read();
   peer_->signal(SIGSTOP);
   a.thread.call([&] {
     for (int i = 0; i < 4; ++i) {
