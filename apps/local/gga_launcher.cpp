@@ -155,7 +155,8 @@ int run_gga(const gga_options& options, const gga_programs& programs, const laun
                                                           plain, cores)
                                      : nbd_argv(o, programs.nbd, channel, cores);
                         },
-                    .awaited = pipeline_stage::ready::none});
+                    .awaited = pipeline_stage::ready::none,
+                    .restart = !o.nbd_socket.empty()});
   return run_pipeline(stages, o.control_timeout_seconds, bounds, std::move(sink));
 }
 

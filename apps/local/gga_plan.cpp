@@ -127,6 +127,7 @@ std::vector<std::string> gga_target_argv(const gga_options& options, const std::
   argv.insert(argv.end(), {"--listen-address", "127.0.0.1", "--listen-port", "0",
                            "--binary-content", image, "--poll-mode", o.poll_mode});
   add_backing_file(argv, o, index);
+  add_keep_serving(argv, o);
   add_log_levels(argv, o, {});
   return argv;
 }
@@ -146,6 +147,7 @@ std::vector<std::string> gga_service_argv(const gga_options& options, const std:
                            std::to_string(o.control_timeout_seconds), "--poll-mode", o.poll_mode,
                            "--matrix-type", options.matrix_type, "--trigger-recovery-read-every-n",
                            std::to_string(options.recovery_every)});
+  add_keep_serving(argv, o);
   add_log_levels(argv, o, {});
   return argv;
 }

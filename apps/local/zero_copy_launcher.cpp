@@ -28,6 +28,13 @@ using std::chrono::milliseconds;
 constexpr milliseconds main_loop_slice{1000};
 // After a child's output has ended without the awaited line: how long to wait for its status.
 constexpr milliseconds exit_status_bound{2000};
+// A serving front end that ends is started again after a pause that doubles, from the first to
+// the longest, while it keeps ending; one that ran this long before ending starts the count over.
+constexpr milliseconds restart_pause_first{1000};
+constexpr milliseconds restart_pause_longest{30000};
+constexpr milliseconds restart_settled{60000};
+// The exit status of a program that refused its command line: starting it again cannot help.
+constexpr int usage_error_code = 2;
 
 volatile sig_atomic_t stop_signal = 0;
 struct sigaction previous_action[2];
@@ -179,6 +186,7 @@ int run_pipeline(const std::vector<pipeline_stage>& stages, uint32_t control_tim
   supervision.sink = std::move(sink);
   supervision.destructor_grace = bounds.stop_grace;
   supervisor sup(std::move(supervision));
+  const bool serving = !stages.empty() && stages.back().restart;
 
   auto fail = [&](const std::string& why) {
     note(why);
@@ -196,9 +204,12 @@ int run_pipeline(const std::vector<pipeline_stage>& stages, uint32_t control_tim
     // the session in order, and then the servers end theirs and print their stats. What has
     // not ended by then is stopped (a second Ctrl-C ends zcstore_local at once, and
     // PR_SET_PDEATHSIG its children).
+    // Servers that keep serving (behind zcstore_nbd) do not end on their own: each is asked to,
+    // once what stands in front of it has ended.
     if (started.size() == stages.size() && sup.signal(started.back(), signo)) {
       const auto deadline = clock::now() + wind_down;
       for (auto it = started.rbegin(); it != started.rend(); ++it) {
+        if (serving && it != started.rbegin()) sup.signal(*it, SIGTERM);
         if (!sup.wait_exit_while_stopping(*it, left_until(deadline))) {
           note(fmt::format("{} did not end within {} s of the stop", sup.name(*it),
                            seconds(wind_down)));
@@ -252,6 +263,40 @@ int run_pipeline(const std::vector<pipeline_stage>& stages, uint32_t control_tim
     }
   }
   if (!initiator) return fail("no initiator in the pipeline");
+
+  // A serving front end (zcstore_nbd) runs until a stop; its servers keep serving
+  // (--keep-serving), so one that ends is started again in its place while they stay up. A
+  // server that ends is a failure, as is a front end that refused its command line.
+  if (serving) {
+    milliseconds pause = restart_pause_first;
+    auto front_started = clock::now();
+    for (;;) {
+      auto ended = sup.wait_any_exit(main_loop_slice);
+      if (core::stop_requested()) return interrupted();
+      if (!ended) continue;
+      const exit_status status = *sup.status(*ended);
+      if (*ended != *initiator)
+        return fail(
+            fmt::format("{} ended while serving ({})", sup.name(*ended), status.describe()));
+      if (status.shell_code() == usage_error_code) {
+        fail(fmt::format("{} refused its command line ({})", sup.name(*ended), status.describe()));
+        return usage_error_code;
+      }
+      if (clock::now() - front_started >= restart_settled) pause = restart_pause_first;
+      note(fmt::format("{} ended ({}); starting it again in {} s", sup.name(*ended),
+                       status.describe(), seconds(pause)));
+      // The pause goes on relaying the servers' output, and sees one of them end.
+      if (auto server = sup.wait_any_exit(pause))
+        return fail(fmt::format("{} ended while serving ({})", sup.name(*server),
+                                sup.status(*server)->describe()));
+      if (core::stop_requested()) return interrupted();
+      started.pop_back();
+      initiator = start(stages.back().name, stages.back().argv(ports));
+      if (!initiator) return fail(fmt::format("the {} could not be started", stages.back().name));
+      front_started = clock::now();
+      pause = std::min(pause * 2, restart_pause_longest);
+    }
+  }
 
   // The initiator decides how long the run takes: wait for it without a bound, but stop at
   // once when a server fails under it.
@@ -322,7 +367,8 @@ int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& pr
                         ? initiator_argv(options, programs.initiator, channel, cores)
                         : nbd_argv(options, programs.nbd, channel, cores);
            },
-       .awaited = pipeline_stage::ready::none},
+       .awaited = pipeline_stage::ready::none,
+       .restart = !options.nbd_socket.empty()},
   };
   return run_pipeline(stages, options.control_timeout_seconds, bounds, std::move(sink));
 }

@@ -81,11 +81,17 @@ struct pipeline_stage {
   // Its command line, given the ports the servers started before it reported (in start order).
   std::function<std::vector<std::string>(const std::vector<uint16_t>& ports)> argv;
   ready awaited = ready::none;  // port: "listening on port N"; channel: channel_listening_text
+  // The last stage only: a daemon in front of servers that keep serving (zcstore_nbd), started
+  // again whenever it ends until the launcher is stopped.
+  bool restart = false;
 };
 
 // Starts `stages` in order, each once the one before is ready, and runs them as run_zero_copy
 // describes (the initiator is the last stage; the others end on their own after it, in reverse
-// start order, within wind_down + control_timeout_seconds). Shared by the pipelines.
+// start order, within wind_down + control_timeout_seconds). A last stage that `restart`s serves
+// until a stop instead: it is started again whenever it ends (after 1 s, doubling up to 30 s
+// while it keeps ending; exit 2, a refused command line, ends the launcher), and a stop ends it
+// first and then asks each server in turn. Shared by the pipelines.
 int run_pipeline(const std::vector<pipeline_stage>& stages, uint32_t control_timeout_seconds,
                  const launcher_bounds& bounds, output_sink sink);
 

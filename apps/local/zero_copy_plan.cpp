@@ -110,6 +110,10 @@ void add_log_levels(std::vector<std::string>& argv, const zero_copy_options& opt
     argv.insert(argv.end(), {"--sdk-log-level", std::to_string(*options.sdk_log_level)});
 }
 
+void add_keep_serving(std::vector<std::string>& argv, const zero_copy_options& options) {
+  if (!options.nbd_socket.empty()) argv.emplace_back("--keep-serving");
+}
+
 void add_cpus(std::vector<std::string>& argv, uint32_t count, const std::vector<uint32_t>& cores) {
   for (uint32_t cpu : round_robin_cpus(count, cores)) {
     argv.emplace_back("--cpu");
@@ -160,6 +164,7 @@ std::vector<std::string> target_argv(const zero_copy_options& options, const std
   if (!options.content.empty()) argv.insert(argv.end(), {"--binary-content", options.content});
   add_backing_file(argv, options, 0);
   argv.insert(argv.end(), {"--poll-mode", options.poll_mode});
+  add_keep_serving(argv, options);
   add_log_levels(argv, options, {});
   return argv;
 }
@@ -173,6 +178,7 @@ std::vector<std::string> service_argv(const zero_copy_options& options, const st
               {"--storage-server", fmt::format("127.0.0.1:{}", target_port),
                std::string(channel_flag), channel, "--control-timeout",
                std::to_string(options.control_timeout_seconds), "--poll-mode", options.poll_mode});
+  add_keep_serving(argv, options);
   add_log_levels(argv, options, {});
   return argv;
 }

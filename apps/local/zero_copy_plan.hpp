@@ -101,6 +101,9 @@ std::vector<std::string> initiator_argv(const zero_copy_options& options,
 void add_log_levels(std::vector<std::string>& argv, const zero_copy_options& options,
                     const std::vector<std::string>& own_words);
 void add_cpus(std::vector<std::string>& argv, uint32_t count, const std::vector<uint32_t>& cores);
+// "--keep-serving" for a server behind zcstore_nbd (--nbd): it outlives a zcstore_nbd that ends,
+// so the launcher can start another in its place. Nothing for an initiator's one session.
+void add_keep_serving(std::vector<std::string>& argv, const zero_copy_options& options);
 // Shared by both pipelines' parsers: --workers, --control-timeout, -d/--device (`device_help`),
 // --bin-dir, --nbd and --backing-dir.
 void add_shared_options(CLI::App& app, zero_copy_options& out, const std::string& device_help);

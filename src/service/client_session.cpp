@@ -154,6 +154,13 @@ message handle(request_handler& handler, const message& request, size_t stage) {
 
 }  // namespace
 
+void log_session_end(const std::string& why) noexcept {
+  if (core::stop_requested())
+    ZC_LOG_INFO("ending the session: {}", why);
+  else
+    ZC_LOG_ERROR("ending the session: {}", why);
+}
+
 session_outcome serve_client(client_link& client, request_handler& handler,
                              std::chrono::milliseconds idle_check) {
   auto& server = client.server();

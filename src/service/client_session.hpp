@@ -101,6 +101,10 @@ class request_handler {
   virtual void abort(const std::string& why) noexcept = 0;
 };
 
+// "ending the session: why" for request_handler::abort: an error, or information when a stop was
+// requested (SIGINT/SIGTERM ends sessions by design).
+void log_session_end(const std::string& why) noexcept;
+
 // How a session ended.
 enum class session_outcome {
   completed,     // shutdown answered

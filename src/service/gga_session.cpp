@@ -237,7 +237,7 @@ void gga_session::degrade(size_t target, const std::string& why) {
 }
 
 void gga_session::abort(const std::string& why) noexcept {
-  ZC_LOG_ERROR("ending the session: {}", why);
+  log_session_end(why);
   teardown();
   targets_.shutdown_all(last_correlation_id_);
 }

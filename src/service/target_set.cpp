@@ -179,7 +179,11 @@ void target_set::shutdown_all(uint32_t correlation_id) noexcept {
         ZC_LOG_WARN("storage {} refused shutdown: {}", name(i),
                     std::get<storage::error_response_payload>(reply.payload).message);
     } catch (const std::exception& e) {
-      ZC_LOG_WARN("storage {}: shutdown not confirmed: {}", name(i), e.what());
+      // A stop does not wait for the answer: the target sees the connection close instead.
+      if (core::stop_requested())
+        ZC_LOG_INFO("storage {}: shutdown not confirmed: {}", name(i), e.what());
+      else
+        ZC_LOG_WARN("storage {}: shutdown not confirmed: {}", name(i), e.what());
     }
   }
 }

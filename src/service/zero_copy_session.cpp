@@ -160,7 +160,7 @@ void zero_copy_session::check_health() {
 
 void zero_copy_session::abort(const std::string& why) noexcept {
   failed_ = true;
-  ZC_LOG_ERROR("ending the session: {}", why);
+  log_session_end(why);
   // Our side first: the host's IOs are answered or its consumers expire, whatever the target
   // does next.
   teardown();

@@ -333,6 +333,69 @@ TEST_F(nbd_pipeline, local_zero_copy_keeps_every_byte_across_a_restart_over_back
   EXPECT_EQ(second.interrupt(), std::optional<int>(128 + SIGINT)) << second.process->output();
 }
 
+// The pids of the `name` processes zcstore_local reported starting, in order.
+std::vector<pid_t> started_pids(const std::string& output, const std::string& name) {
+  std::vector<pid_t> pids;
+  const std::string mark = "started " + name + " (pid ";
+  for (auto at = output.find(mark); at != std::string::npos; at = output.find(mark, at + 1))
+    pids.push_back(static_cast<pid_t>(std::stol(output.substr(at + mark.size()))));
+  return pids;
+}
+
+// zcstore_local --nbd serves until it is stopped: a zcstore_nbd that dies is started again in
+// its place while the target and service keep serving (--keep-serving), and what was written
+// through the first is read back through the second.
+TEST_F(nbd_pipeline, local_zero_copy_starts_a_killed_nbd_again_and_keeps_every_byte) {
+  if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy is not installed";
+  local_nbd local("zero-copy", socket_, {"--target-size", std::to_string(nbd_disk)});
+  ASSERT_TRUE(local.ready()) << local.process->output();
+  const auto image = content_bytes(nbd_disk, 23);
+  const auto in = dir_ / "in.img";
+  std::ofstream(in, std::ios::binary)
+      .write(image.data(), static_cast<std::streamsize>(image.size()));
+  auto r = run_client({"nbdcopy", in.string(), uri()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << local.process->output();
+
+  const auto first = started_pids(local.process->output(), "nbd");
+  ASSERT_EQ(first.size(), 1u) << local.process->output();
+  ASSERT_EQ(::kill(first[0], SIGKILL), 0);
+  ASSERT_TRUE(local.process->wait_for_output("nbd ended (killed by signal 9", 20s))
+      << local.process->output();
+  ASSERT_TRUE(local.process->wait_for_output("starting it again", 20s)) << local.process->output();
+  // The second zcstore_nbd is up once it logs that it serves.
+  std::vector<pid_t> now;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while ((now = started_pids(local.process->output(), "nbd")).size() < 2) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << local.process->output();
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(local.process->wait_for_output(
+      "[" + std::to_string(now[1]) + "][app][info] serving NBD on", 30s))
+      << local.process->output();
+
+  r = run_client({"nbdcopy", uri(), (dir_ / "out.img").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << local.process->output();
+  EXPECT_TRUE(read_all(dir_ / "out.img") == image) << "the second zcstore_nbd reads other bytes";
+  // The servers kept serving: one target and one service process all along, the service's
+  // first session ended by the kill.
+  EXPECT_EQ(started_pids(local.process->output(), "target").size(), 1u);
+  EXPECT_EQ(started_pids(local.process->output(), "service").size(), 1u);
+  EXPECT_NE(local.process->output().find("session 1 ended (failed"), std::string::npos)
+      << local.process->output();
+  EXPECT_EQ(local.interrupt(), std::optional<int>(128 + SIGINT)) << local.process->output();
+}
+
+// A zcstore_nbd that refuses its command line is not started again and again: zcstore_local
+// stops everything and exits 2 with it.
+TEST_F(nbd_pipeline, local_nbd_with_a_bad_flag_ends_the_launcher_with_exit_2) {
+  local_nbd local("zero-copy", socket_, {"--", "--no-such-flag"});
+  EXPECT_EQ(local.process->wait(40s), std::optional<int>(2)) << local.process->output();
+  EXPECT_NE(local.process->output().find("nbd refused its command line (exit code 2)"),
+            std::string::npos)
+      << local.process->output();
+  EXPECT_EQ(local.process->output().find("starting it again"), std::string::npos);
+}
+
 TEST_F(nbd_pipeline, local_gga_serves_compressible_data_over_nbd) {
   if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy is not installed";
   local_nbd gga("gga", socket_, {});

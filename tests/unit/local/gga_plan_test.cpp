@@ -164,5 +164,17 @@ TEST(gga_plan, backing_dir_gives_each_target_its_own_file) {
   EXPECT_EQ(result.options.common.nbd_socket, "/tmp/g.sock");
 }
 
+// Behind zcstore_nbd the servers outlive it (zcstore_local starts another in its place); behind
+// an initiator they end with its session, as the reference's do.
+TEST(gga_plan, servers_keep_serving_behind_nbd_only) {
+  const std::array<uint16_t, 3> ports{1, 2, 3};
+  const gga_options served = parsed({"--nbd", "/tmp/g.sock"});
+  EXPECT_TRUE(contains(gga_target_argv(served, "t", "image", two_cores, 0), "--keep-serving"));
+  EXPECT_TRUE(contains(gga_service_argv(served, "s", "c", ports, two_cores), "--keep-serving"));
+  const gga_options one_run = parsed({});
+  EXPECT_FALSE(contains(gga_target_argv(one_run, "t", "image", two_cores, 0), "--keep-serving"));
+  EXPECT_FALSE(contains(gga_service_argv(one_run, "s", "c", ports, two_cores), "--keep-serving"));
+}
+
 }  // namespace
 }  // namespace zc::local

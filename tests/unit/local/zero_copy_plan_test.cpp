@@ -185,6 +185,16 @@ TEST(service_command_line, points_at_the_target_and_the_channel) {
   EXPECT_EQ(values_of(argv, "--poll-mode"), words{"event"});
 }
 
+// Behind zcstore_nbd the servers outlive it (zcstore_local starts another in its place); behind
+// an initiator they end with its session, as the reference's do.
+TEST(service_command_line, servers_keep_serving_behind_nbd_only) {
+  const auto served = parsed({"--nbd", "/tmp/s.sock"});
+  EXPECT_TRUE(contains(target_argv(served, "t", std::nullopt, two_cores), "--keep-serving"));
+  EXPECT_TRUE(contains(service_argv(served, "s", "c", 1, two_cores), "--keep-serving"));
+  EXPECT_FALSE(contains(target_argv(parsed({}), "t", std::nullopt, two_cores), "--keep-serving"));
+  EXPECT_FALSE(contains(service_argv(parsed({}), "s", "c", 1, two_cores), "--keep-serving"));
+}
+
 TEST(service_command_line, has_a_core_per_initiator_worker) {
   EXPECT_EQ(values_of(service_argv(parsed({"--workers", "2"}), "s", "c", 1, two_cores), "--cpu"),
             (words{"0", "1"}));
