@@ -7,6 +7,7 @@
 #include <doca_argp.h>
 #include <doca_log.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
@@ -109,18 +110,26 @@ void print_usage(std::FILE* out, const parser_state& s) {
     if (!arguments.empty()) text += " " + arguments;
     return text;
   };
+  // One column for the names, as wide as the widest, so the descriptions line up.
+  size_t width = 0;
+  for (const auto& f : standard_flags)
+    width = std::max(width, names(f.short_name, f.long_name, f.arguments).size());
+  for (const auto& p : s.params)
+    width = std::max(width, names(p->short_name, p->long_name, p->arguments).size());
+  auto line = [&](const std::string& flag_names, const std::string& description) {
+    std::fprintf(out, "  %-*s  %s\n", static_cast<int>(width), flag_names.c_str(),
+                 description.c_str());
+  };
   std::fprintf(out, "Usage: %s [DOCA Flags] [Program Flags]\n\nDOCA Flags:\n",
                s.program_name.c_str());
   for (const auto& f : standard_flags)
-    std::fprintf(out, "  %-36s %s\n", names(f.short_name, f.long_name, f.arguments).c_str(),
-                 f.description);
+    line(names(f.short_name, f.long_name, f.arguments), f.description);
   if (!s.params.empty()) std::fprintf(out, "\nProgram Flags:\n");
   for (const auto& p : s.params) {
     std::string description = p->description;
     if (p->mandatory) description += " (mandatory)";
     if (p->multi) description += " (may be repeated)";
-    std::fprintf(out, "  %-36s %s\n", names(p->short_name, p->long_name, p->arguments).c_str(),
-                 description.c_str());
+    line(names(p->short_name, p->long_name, p->arguments), description);
   }
   std::fflush(out);
 }
