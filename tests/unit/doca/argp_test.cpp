@@ -111,7 +111,7 @@ struct command_line {
   std::vector<char*> pointers;
 };
 
-class argp : public ::testing::Test {
+class doca_argp : public ::testing::Test {
  protected:
   void SetUp() override {
     saved_app_level = doca_log_level_get_global_lower_limit();
@@ -184,7 +184,7 @@ class argp : public ::testing::Test {
   int files = 0;
 };
 
-TEST_F(argp, every_type_by_short_names) {
+TEST_F(doca_argp, every_type_by_short_names) {
   register_program_flags();
   ASSERT_EQ(start({"-d", "mlx5_0", "-c", "42", "-V", "-ld", "7"}), DOCA_SUCCESS);
   EXPECT_EQ(c.device, "mlx5_0");
@@ -195,7 +195,7 @@ TEST_F(argp, every_type_by_short_names) {
   EXPECT_TRUE(c.names.empty());
 }
 
-TEST_F(argp, every_type_by_long_names_with_and_without_equals) {
+TEST_F(doca_argp, every_type_by_long_names_with_and_without_equals) {
   register_program_flags();
   ASSERT_EQ(start({"--device=03:00.0", "--count", "-5", "--verbose", "--queue-depth=010",
                    "--secret", "a b=c"}),
@@ -207,7 +207,7 @@ TEST_F(argp, every_type_by_long_names_with_and_without_equals) {
   EXPECT_EQ(c.secret, "a b=c");
 }
 
-TEST_F(argp, short_names_take_equals_too) {
+TEST_F(doca_argp, short_names_take_equals_too) {
   register_program_flags();
   ASSERT_EQ(start({"-d=", "-c=2147483647", "-ld=-2147483648"}), DOCA_SUCCESS);
   EXPECT_EQ(c.device, "");
@@ -215,7 +215,7 @@ TEST_F(argp, short_names_take_equals_too) {
   EXPECT_EQ(c.queue, INT32_MIN);
 }
 
-TEST_F(argp, a_boolean_takes_no_value_or_true_or_false) {
+TEST_F(doca_argp, a_boolean_takes_no_value_or_true_or_false) {
   register_program_flags();
   ASSERT_EQ(start({"--verbose=false", "-d", "x"}), DOCA_SUCCESS);
   EXPECT_FALSE(c.verbose);
@@ -228,7 +228,7 @@ TEST_F(argp, a_boolean_takes_no_value_or_true_or_false) {
   start_capturing_stderr({"--verbose=yes"}, DOCA_ERROR_INVALID_VALUE);
 }
 
-TEST_F(argp, flags_not_given_leave_the_config_alone) {
+TEST_F(doca_argp, flags_not_given_leave_the_config_alone) {
   register_program_flags();
   ASSERT_EQ(start({}), DOCA_SUCCESS);
   EXPECT_EQ(c.device, "");
@@ -236,20 +236,20 @@ TEST_F(argp, flags_not_given_leave_the_config_alone) {
   EXPECT_EQ(c.verbose_calls, 0);
 }
 
-TEST_F(argp, a_repeatable_flag_calls_back_for_each_value_in_order) {
+TEST_F(doca_argp, a_repeatable_flag_calls_back_for_each_value_in_order) {
   register_program_flags();
   ASSERT_EQ(start({"-n", "first", "--name", "second", "--name=third"}), DOCA_SUCCESS);
   EXPECT_EQ(c.names, (std::vector<std::string>{"first", "second", "third"}));
 }
 
-TEST_F(argp, a_flag_given_twice_is_refused) {
+TEST_F(doca_argp, a_flag_given_twice_is_refused) {
   register_program_flags();
   const auto err = start_capturing_stderr({"-c", "1", "--count", "2"}, DOCA_ERROR_INVALID_VALUE);
   EXPECT_NE(err.find("given twice"), std::string::npos) << err;
   EXPECT_EQ(c.count, -1);  // no callback ran for a wrong command line
 }
 
-TEST_F(argp, a_missing_mandatory_flag_fails_with_the_usage_and_no_callback) {
+TEST_F(doca_argp, a_missing_mandatory_flag_fails_with_the_usage_and_no_callback) {
   register_program_flags(/*device_mandatory=*/true);
   const auto err = start_capturing_stderr({"--count", "3"}, DOCA_ERROR_INVALID_VALUE);
   EXPECT_NE(err.find("argp_test: missing mandatory flag '--device'"), std::string::npos) << err;
@@ -262,7 +262,7 @@ TEST_F(argp, a_missing_mandatory_flag_fails_with_the_usage_and_no_callback) {
   EXPECT_EQ(c.device, "sm");
 }
 
-TEST_F(argp, an_unknown_flag_is_not_supported_and_shows_the_usage) {
+TEST_F(doca_argp, an_unknown_flag_is_not_supported_and_shows_the_usage) {
   register_program_flags();
   auto err = start_capturing_stderr({"-d", "sm", "--nope"}, DOCA_ERROR_NOT_SUPPORTED);
   EXPECT_NE(err.find("argp_test: unknown flag '--nope'"), std::string::npos) << err;
@@ -275,7 +275,7 @@ TEST_F(argp, an_unknown_flag_is_not_supported_and_shows_the_usage) {
   start_capturing_stderr({"-device", "sm"}, DOCA_ERROR_NOT_SUPPORTED);
 }
 
-TEST_F(argp, a_stray_argument_or_a_missing_value_is_invalid) {
+TEST_F(doca_argp, a_stray_argument_or_a_missing_value_is_invalid) {
   register_program_flags();
   auto err = start_capturing_stderr({"-d", "sm", "extra"}, DOCA_ERROR_INVALID_VALUE);
   EXPECT_NE(err.find("unexpected argument 'extra'"), std::string::npos) << err;
@@ -284,7 +284,7 @@ TEST_F(argp, a_stray_argument_or_a_missing_value_is_invalid) {
   start_capturing_stderr({"--"}, DOCA_ERROR_INVALID_VALUE);
 }
 
-TEST_F(argp, a_bad_integer_is_invalid) {
+TEST_F(doca_argp, a_bad_integer_is_invalid) {
   register_program_flags();
   for (const char* bad :
        {"12x", "", "x", "0x10", " 1", "2147483648", "-2147483649", "99999999999999999999"}) {
@@ -296,7 +296,7 @@ TEST_F(argp, a_bad_integer_is_invalid) {
   }
 }
 
-TEST_F(argp, a_callback_error_is_returned_as_it_is) {
+TEST_F(doca_argp, a_callback_error_is_returned_as_it_is) {
   register_program_flags();
   c.device_result = DOCA_ERROR_NOT_PERMITTED;
   const auto err = start_capturing_stderr({"-d", "forbidden", "-c", "1"}, DOCA_ERROR_NOT_PERMITTED);
@@ -305,7 +305,7 @@ TEST_F(argp, a_callback_error_is_returned_as_it_is) {
   EXPECT_EQ(c.count, -1);  // delivery stops at the first failure
 }
 
-TEST_F(argp, the_validation_callback_runs_last_and_its_error_is_returned) {
+TEST_F(doca_argp, the_validation_callback_runs_last_and_its_error_is_returned) {
   register_program_flags();
   ASSERT_EQ(doca_argp_register_validation_callback(on_validate), DOCA_SUCCESS);
   ASSERT_EQ(start({"-c", "1"}), DOCA_SUCCESS);
@@ -316,7 +316,7 @@ TEST_F(argp, the_validation_callback_runs_last_and_its_error_is_returned) {
   EXPECT_EQ(c.count, 2);
 }
 
-TEST_F(argp, log_level_flags_set_the_program_and_sdk_levels) {
+TEST_F(doca_argp, log_level_flags_set_the_program_and_sdk_levels) {
   register_program_flags();
   ASSERT_EQ(start({"-l", "60", "--sdk-log-level=20"}), DOCA_SUCCESS);
   EXPECT_EQ(doca_log_level_get_global_lower_limit(), 60u);
@@ -336,7 +336,7 @@ TEST_F(argp, log_level_flags_set_the_program_and_sdk_levels) {
   EXPECT_EQ(doca_argp_get_log_level(nullptr), DOCA_ERROR_INVALID_VALUE);
 }
 
-TEST_F(argp, log_levels_not_given_report_the_current_ones) {
+TEST_F(doca_argp, log_levels_not_given_report_the_current_ones) {
   ASSERT_EQ(doca_log_level_set_global_lower_limit(DOCA_LOG_LEVEL_WARNING), DOCA_SUCCESS);
   int level = 0;
   ASSERT_EQ(doca_argp_get_log_level(&level), DOCA_SUCCESS);
@@ -345,7 +345,7 @@ TEST_F(argp, log_levels_not_given_report_the_current_ones) {
   EXPECT_EQ(level, static_cast<int>(saved_sdk_level));
 }
 
-TEST_F(argp, a_json_file_gives_every_type_by_long_name) {
+TEST_F(doca_argp, a_json_file_gives_every_type_by_long_name) {
   register_program_flags(/*device_mandatory=*/true);
   const auto path = write_json(R"({
     "device": "mlx5_1",
@@ -364,7 +364,7 @@ TEST_F(argp, a_json_file_gives_every_type_by_long_name) {
   EXPECT_EQ(doca_log_level_get_global_lower_limit(), 50u);
 }
 
-TEST_F(argp, a_json_file_may_use_doca_sections_and_mix_with_the_command_line) {
+TEST_F(doca_argp, a_json_file_may_use_doca_sections_and_mix_with_the_command_line) {
   register_program_flags();
   const auto path = write_json(R"({
     "doca_dpdk_flags": {},
@@ -384,7 +384,7 @@ TEST_F(argp, a_json_file_may_use_doca_sections_and_mix_with_the_command_line) {
   EXPECT_EQ(sdk, 30);
 }
 
-TEST_F(argp, a_malformed_or_missing_json_file_is_an_io_failure) {
+TEST_F(doca_argp, a_malformed_or_missing_json_file_is_an_io_failure) {
   register_program_flags();
   auto err =
       start_capturing_stderr({"-j", write_json(R"({"device": "sm",)")}, DOCA_ERROR_IO_FAILED);
@@ -397,7 +397,7 @@ TEST_F(argp, a_malformed_or_missing_json_file_is_an_io_failure) {
   start_capturing_stderr({"-j"}, DOCA_ERROR_INVALID_VALUE);
 }
 
-TEST_F(argp, json_values_of_the_wrong_type_are_invalid) {
+TEST_F(doca_argp, json_values_of_the_wrong_type_are_invalid) {
   register_program_flags();
   for (const char* text :
        {R"({"count": "7"})", R"({"count": 7.5})", R"({"count": 4294967296})",
@@ -412,7 +412,7 @@ TEST_F(argp, json_values_of_the_wrong_type_are_invalid) {
   EXPECT_EQ(c.device, "");
 }
 
-TEST_F(argp, unknown_or_command_line_only_json_keys_are_not_supported) {
+TEST_F(doca_argp, unknown_or_command_line_only_json_keys_are_not_supported) {
   register_program_flags();
   auto err =
       start_capturing_stderr({"-j", write_json(R"({"devcie": "sm"})")}, DOCA_ERROR_NOT_SUPPORTED);
@@ -428,7 +428,7 @@ TEST_F(argp, unknown_or_command_line_only_json_keys_are_not_supported) {
   EXPECT_EQ(c.secret, "");
 }
 
-TEST_F(argp, a_flag_in_both_the_json_file_and_the_command_line_is_refused) {
+TEST_F(doca_argp, a_flag_in_both_the_json_file_and_the_command_line_is_refused) {
   register_program_flags();
   const auto path = write_json(R"({"count": 1})");
   const auto err = start_capturing_stderr({"-j", path, "-c", "2"}, DOCA_ERROR_INVALID_VALUE);
@@ -439,7 +439,7 @@ TEST_F(argp, a_flag_in_both_the_json_file_and_the_command_line_is_refused) {
   EXPECT_EQ(c.names, (std::vector<std::string>{"a", "b"}));
 }
 
-TEST_F(argp, help_prints_the_usage_and_exits_0) {
+TEST_F(doca_argp, help_prints_the_usage_and_exits_0) {
   register_program_flags(/*device_mandatory=*/true);
   // The usage goes to stdout; the child sends stdout to stderr, which EXPECT_EXIT matches.
   EXPECT_EXIT(
@@ -464,7 +464,7 @@ TEST_F(argp, help_prints_the_usage_and_exits_0) {
       ::testing::ExitedWithCode(0), "-n, --name <value> +a test flag \\(may be repeated\\)");
 }
 
-TEST_F(argp, version_prints_and_exits_0) {
+TEST_F(doca_argp, version_prints_and_exits_0) {
   EXPECT_EXIT(
       {
         ::dup2(2, 1);
@@ -476,7 +476,7 @@ TEST_F(argp, version_prints_and_exits_0) {
   EXPECT_EXIT(start({"-v"}), ::testing::ExitedWithCode(0), "custom version, queue 77");
 }
 
-TEST_F(argp, registration_checks_the_param) {
+TEST_F(doca_argp, registration_checks_the_param) {
   doca_argp_param* p = nullptr;
   // No description.
   ASSERT_EQ(doca_argp_param_create(&p), DOCA_SUCCESS);
@@ -521,7 +521,7 @@ TEST_F(argp, registration_checks_the_param) {
   start_capturing_stderr({"--x", "1"}, DOCA_ERROR_NOT_SUPPORTED);
 }
 
-TEST_F(argp, dpdk_flags_before_the_double_dash_go_to_the_dpdk_callback) {
+TEST_F(doca_argp, dpdk_flags_before_the_double_dash_go_to_the_dpdk_callback) {
   register_program_flags();
   static std::vector<std::string> dpdk_seen;
   dpdk_seen.clear();
@@ -534,7 +534,7 @@ TEST_F(argp, dpdk_flags_before_the_double_dash_go_to_the_dpdk_callback) {
   EXPECT_EQ(c.device, "sm");
 }
 
-TEST(argp_lifecycle, init_once_destroy_then_init_again) {
+TEST(doca_argp_lifecycle, init_once_destroy_then_init_again) {
   config first;
   config second;
   doca_argp_param* p = nullptr;
