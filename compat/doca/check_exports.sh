@@ -7,8 +7,10 @@ include_dir=$1
 library=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cat "$include_dir"/doca_*.h | tr '\n' ' ' | grep -oE '\bdoca_[a-z0-9_]+ *\(' | sed 's/ *($//' |
-  sort -u >"$tmp/declared"
+# A callback type returning a DOCA type (`typedef doca_error_t (*name)(...)`) declares no
+# function: its return type is dropped before looking for `doca_name(`.
+cat "$include_dir"/doca_*.h | tr '\n' ' ' | sed -E 's/typedef +doca_[a-z0-9_]+ *\(/typedef (/g' |
+  grep -oE '\bdoca_[a-z0-9_]+ *\(' | sed 's/ *($//' | sort -u >"$tmp/declared"
 nm -D --defined-only "$library" | awk '{print $3}' | sort -u >"$tmp/exported"
 missing=$(comm -23 "$tmp/declared" "$tmp/exported")
 foreign=$(grep -v '^doca_' "$tmp/exported" || true)

@@ -1,4 +1,5 @@
 /* Compiles every libzcstore-doca header as C: a C program must be able to include each one. */
+#include <doca_argp.h>
 #include <doca_buf.h>
 #include <doca_buf_inventory.h>
 #include <doca_compat.h>

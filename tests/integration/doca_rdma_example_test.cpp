@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "integration/doca_example.hpp"
 #include "support/subprocess.hpp"
@@ -47,14 +50,21 @@ class doca_rdma_example : public ::testing::Test {
 
   outcome run_pair(const std::string& device, const std::string& sent, const std::string& expected,
                    std::map<std::string, std::string> env = {}) {
-    for (auto& [k, v] : doca::ucx_env()) env.emplace(k, v);
     const std::string count = std::to_string(message_count);
-    subprocess receiver({program(), "--role", "receive", "-d", device, "-ld", path("receiver.desc"),
-                         "-re", path("sender.desc"), "-n", count, "-s", expected},
-                        env);
-    subprocess sender({program(), "--role", "send", "-d", device, "-ld", path("sender.desc"), "-re",
-                       path("receiver.desc"), "-n", count, "-s", sent},
-                      env);
+    return run_pair_with(
+        {program(), "--role", "receive", "-d", device, "-ld", path("receiver.desc"), "-re",
+         path("sender.desc"), "-n", count, "-s", expected},
+        {program(), "--role", "send", "-d", device, "-ld", path("sender.desc"), "-re",
+         path("receiver.desc"), "-n", count, "-s", sent},
+        std::move(env));
+  }
+
+  outcome run_pair_with(std::vector<std::string> receiver_args,
+                        std::vector<std::string> sender_args,
+                        std::map<std::string, std::string> env = {}) {
+    for (auto& [k, v] : doca::ucx_env()) env.emplace(k, v);
+    subprocess receiver(receiver_args, env);
+    subprocess sender(sender_args, env);
     outcome o;
     auto r = receiver.wait(run_timeout);
     auto s = sender.wait(run_timeout);
@@ -108,6 +118,45 @@ TEST_F(doca_rdma_example, receiver_reports_a_message_that_differs) {
   EXPECT_NE(o.receiver_output.find("Message 0: got 16 bytes \"what was sent #0\""),
             std::string::npos)
       << o.receiver_output;
+}
+
+// The flags are doca_argp's: the receiver reads its own from a JSON file (DOCA's sections), the
+// sender spells them --name=value.
+TEST_F(doca_rdma_example, flags_come_from_doca_argp_and_a_json_file) {
+  const std::string count = std::to_string(message_count);
+  const auto config = path("receiver.json");
+  std::ofstream(config) << R"({"doca_general_flags": {"log-level": 50},
+    "doca_program_flags": {"role": "receive", "device": "sm", "local-descriptor-path": ")"
+                        << path("receiver.desc") << R"(", "remote-descriptor-path": ")"
+                        << path("sender.desc") << R"(", "count": )" << count
+                        << R"(, "send-string": "from json"}})";
+  auto o =
+      run_pair_with({program(), "-j", config}, {program(), "--role=send", "--device=sm",
+                                                "--local-descriptor-path=" + path("sender.desc"),
+                                                "--remote-descriptor-path=" + path("receiver.desc"),
+                                                "--count=" + count, "--send-string=from json"});
+  expect_every_message(o, "from json");
+}
+
+TEST_F(doca_rdma_example, a_bad_command_line_exits_2_with_the_reason_and_the_usage) {
+  subprocess missing({program(), "--role", "send", "-d", "sm", "-ld", path("x.desc")},
+                     doca::ucx_env());
+  auto status = missing.wait(run_timeout);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(*status, 2);
+  EXPECT_NE(missing.output().find("missing mandatory flag '--remote-descriptor-path'"),
+            std::string::npos)
+      << missing.output();
+  EXPECT_NE(missing.output().find("-re, --remote-descriptor-path <path>"), std::string::npos)
+      << missing.output();
+
+  subprocess help({program(), "-h"}, doca::ucx_env());
+  status = help.wait(run_timeout);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(*status, 0);
+  EXPECT_NE(help.output().find("Usage: doca_rdma_send_receive [DOCA Flags] [Program Flags]"),
+            std::string::npos)
+      << help.output();
 }
 
 }  // namespace

@@ -9,7 +9,9 @@
  * connects to the peer's (-re) once that file appears, as DOCA's samples exchange descriptors
  * out of band. RDMA has no flow control for sends: the receiver writes "<ld>.ready" once its
  * receives are posted, and the sender waits for "<re>.ready" before sending.
- * Exit status: 0 when every message was sent (sender) or received intact (receiver).
+ * Flags are DOCA's Arg Parser's (doca_argp): -h lists them, -j FILE reads them from JSON.
+ * Exit status: 0 when every message was sent (sender) or received intact (receiver), 2 for a
+ * bad command line.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -20,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <doca_argp.h>
 #include <doca_buf.h>
 #include <doca_buf_inventory.h>
 #include <doca_ctx.h>
@@ -37,13 +40,15 @@ DOCA_LOG_REGISTER(RDMA_SEND_RECEIVE);
 #define PEER_WAIT_SECONDS 30
 #define RUN_SECONDS 60
 #define DEFAULT_STRING "Hi DOCA RDMA!"
+#define MAX_PATH_LEN 256
 
+/* Filled by the doca_argp callbacks, which copy each value (argp owns the one it passes). */
 struct config {
   bool sender;
   char device[DOCA_DEVINFO_IBDEV_NAME_SIZE];
-  const char* local_path;
-  const char* remote_path;
-  const char* string;
+  char local_path[MAX_PATH_LEN];
+  char remote_path[MAX_PATH_LEN];
+  char string[MAX_MESSAGE_SIZE - 15];
   uint32_t count;
 };
 
@@ -377,64 +382,120 @@ static void teardown(struct resources* res) {
   free(res->memory);
 }
 
-static void usage(const char* program) {
-  fprintf(stderr,
-          "usage: %s --role send|receive -d DEVICE -ld LOCAL_DESCRIPTOR -re REMOTE_DESCRIPTOR [-n "
-          "COUNT] "
-          "[-s STRING]\n",
-          program);
+/* Copies an argp string into a config field; a value that does not fit is refused. */
+static doca_error_t copy_string(void* param, char* field, size_t size) {
+  const char* value = (const char*)param;
+  if (strlen(value) >= size) return DOCA_ERROR_INVALID_VALUE;
+  snprintf(field, size, "%s", value);
+  return DOCA_SUCCESS;
 }
 
-static bool parse(int argc, char** argv, struct config* cfg) {
-  bool have_role = false;
-  cfg->string = DEFAULT_STRING;
+static doca_error_t role_callback(void* param, void* config) {
+  struct config* cfg = (struct config*)config;
+  const char* role = (const char*)param;
+  if (strcmp(role, "send") != 0 && strcmp(role, "receive") != 0) {
+    DOCA_LOG_ERR("--role is send or receive, not %s", role);
+    return DOCA_ERROR_INVALID_VALUE;
+  }
+  cfg->sender = strcmp(role, "send") == 0;
+  return DOCA_SUCCESS;
+}
+
+static doca_error_t device_callback(void* param, void* config) {
+  struct config* cfg = (struct config*)config;
+  return copy_string(param, cfg->device, sizeof(cfg->device));
+}
+
+static doca_error_t local_path_callback(void* param, void* config) {
+  struct config* cfg = (struct config*)config;
+  return copy_string(param, cfg->local_path, sizeof(cfg->local_path));
+}
+
+static doca_error_t remote_path_callback(void* param, void* config) {
+  struct config* cfg = (struct config*)config;
+  return copy_string(param, cfg->remote_path, sizeof(cfg->remote_path));
+}
+
+static doca_error_t string_callback(void* param, void* config) {
+  struct config* cfg = (struct config*)config;
+  return copy_string(param, cfg->string, sizeof(cfg->string));
+}
+
+static doca_error_t count_callback(void* param, void* config) {
+  struct config* cfg = (struct config*)config;
+  int n = *(int*)param;
+  if (n <= 0 || n > MAX_MESSAGES) {
+    DOCA_LOG_ERR("--count is 1 to %d, not %d", MAX_MESSAGES, n);
+    return DOCA_ERROR_INVALID_VALUE;
+  }
+  cfg->count = (uint32_t)n;
+  return DOCA_SUCCESS;
+}
+
+static doca_error_t register_flag(const char* short_name, const char* long_name,
+                                  const char* arguments, const char* description,
+                                  enum doca_argp_type type, doca_argp_param_cb_t callback,
+                                  bool mandatory) {
+  struct doca_argp_param* param;
+  doca_error_t result = doca_argp_param_create(&param);
+  if (result != DOCA_SUCCESS) return result;
+  if (short_name != NULL) doca_argp_param_set_short_name(param, short_name);
+  doca_argp_param_set_long_name(param, long_name);
+  doca_argp_param_set_arguments(param, arguments);
+  doca_argp_param_set_description(param, description);
+  doca_argp_param_set_callback(param, callback);
+  doca_argp_param_set_type(param, type);
+  if (mandatory) doca_argp_param_set_mandatory(param);
+  return doca_argp_register_param(param);
+}
+
+/* The flags, as a DOCA sample declares them; -ld and -re are DOCA's two-letter short names. */
+static doca_error_t register_flags(void) {
+  doca_error_t result;
+  if ((result = register_flag(NULL, "role", "<send|receive>", "Which side this process is",
+                              DOCA_ARGP_TYPE_STRING, role_callback, true)) != DOCA_SUCCESS ||
+      (result = register_flag("d", "device", "<name>", "DOCA device (default mlx5_0)",
+                              DOCA_ARGP_TYPE_STRING, device_callback, false)) != DOCA_SUCCESS ||
+      (result = register_flag("ld", "local-descriptor-path", "<path>",
+                              "File this side writes its connection descriptor to",
+                              DOCA_ARGP_TYPE_STRING, local_path_callback, true)) != DOCA_SUCCESS ||
+      (result = register_flag("re", "remote-descriptor-path", "<path>",
+                              "File the peer writes its connection descriptor to",
+                              DOCA_ARGP_TYPE_STRING, remote_path_callback, true)) != DOCA_SUCCESS ||
+      (result = register_flag("s", "send-string", "<text>", "Message text (sender)",
+                              DOCA_ARGP_TYPE_STRING, string_callback, false)) != DOCA_SUCCESS ||
+      (result = register_flag("n", "count", "<num>", "Number of messages (default 1)",
+                              DOCA_ARGP_TYPE_INT, count_callback, false)) != DOCA_SUCCESS)
+    return result;
+  return DOCA_SUCCESS;
+}
+
+/* Defaults, then the command line (or a -j JSON file) through doca_argp. */
+static doca_error_t parse(int argc, char** argv, struct config* cfg) {
+  snprintf(cfg->string, sizeof(cfg->string), "%s", DEFAULT_STRING);
   cfg->count = 1;
   snprintf(cfg->device, sizeof(cfg->device), "mlx5_0");
-  for (int i = 1; i < argc; i++) {
-    const char* flag = argv[i];
-    const char* value = i + 1 < argc ? argv[i + 1] : NULL;
-    if (value == NULL) return false;
-    i++;
-    if (strcmp(flag, "--role") == 0) {
-      if (strcmp(value, "send") != 0 && strcmp(value, "receive") != 0) return false;
-      cfg->sender = strcmp(value, "send") == 0;
-      have_role = true;
-    } else if (strcmp(flag, "-d") == 0 || strcmp(flag, "--device") == 0) {
-      if (strlen(value) >= sizeof(cfg->device)) return false;
-      snprintf(cfg->device, sizeof(cfg->device), "%s", value);
-    } else if (strcmp(flag, "-ld") == 0 || strcmp(flag, "--local-descriptor-path") == 0) {
-      cfg->local_path = value;
-    } else if (strcmp(flag, "-re") == 0 || strcmp(flag, "--remote-descriptor-path") == 0) {
-      cfg->remote_path = value;
-    } else if (strcmp(flag, "-s") == 0 || strcmp(flag, "--send-string") == 0) {
-      if (strlen(value) > MAX_MESSAGE_SIZE - 16) return false;
-      cfg->string = value;
-    } else if (strcmp(flag, "-n") == 0 || strcmp(flag, "--count") == 0) {
-      char* end = NULL;
-      errno = 0;
-      unsigned long n = strtoul(value, &end, 10);
-      if (errno != 0 || *end != '\0' || n == 0 || n > MAX_MESSAGES) return false;
-      cfg->count = (uint32_t)n;
-    } else {
-      return false;
-    }
+  doca_error_t result = doca_argp_init("doca_rdma_send_receive", cfg);
+  if (result != DOCA_SUCCESS) return result;
+  if ((result = register_flags()) == DOCA_SUCCESS) result = doca_argp_start(argc, argv);
+  if (result != DOCA_SUCCESS) {
+    DOCA_LOG_ERR("Failed to parse the command line: %s", doca_error_get_descr(result));
+    (void)doca_argp_destroy();
   }
-  return have_role && cfg->local_path != NULL && cfg->remote_path != NULL;
+  return result;
 }
 
 int main(int argc, char** argv) {
   struct resources res;
   memset(&res, 0, sizeof(res));
-  if (!parse(argc, argv, &res.cfg)) {
-    usage(argv[0]);
-    return 2;
-  }
   doca_error_t result = doca_log_backend_create_standard();
-  if (result == DOCA_SUCCESS) result = setup(&res);
+  if (result != DOCA_SUCCESS || parse(argc, argv, &res.cfg) != DOCA_SUCCESS) return 2;
+  result = setup(&res);
   if (result != DOCA_SUCCESS) {
     DOCA_LOG_ERR("Setup failed: %s", doca_error_get_name(result));
     if (res.ctx != NULL) (void)doca_ctx_stop(res.ctx);
     teardown(&res);
+    (void)doca_argp_destroy();
     return 1;
   }
   const double deadline = now_seconds() + RUN_SECONDS;
@@ -449,6 +510,7 @@ int main(int argc, char** argv) {
   /* A context that timed out may still need progress to get back to idle. */
   for (int i = 0; i < 100000 && !res.done; i++) (void)doca_pe_progress(res.pe);
   teardown(&res);
+  (void)doca_argp_destroy();
   if (res.result == DOCA_SUCCESS && res.completed != res.cfg.count)
     res.result = DOCA_ERROR_UNEXPECTED;
   if (res.result != DOCA_SUCCESS) {
