@@ -45,6 +45,13 @@ std::optional<int> parse_config(int argc, const char* const* argv, nbd_config& o
   app.add_option("--listen", out.listen, "Serve NBD on this TCP address (a.b.c.d:port)");
   app.add_option("--export-name", out.export_name, "The export's name (default: empty)");
   app.add_flag("--read-only", out.read_only, "Refuse writes, zeroes and trims (EPERM)");
+  app.add_option("--tls", out.tls_flag,
+                 "TLS as nbdkit's: off, on (a client may upgrade) or require (default with "
+                 "--tls-psk, else off)")
+      ->check(CLI::IsMember({"off", "on", "require"}));
+  app.add_option("--tls-psk", out.tls_psk_path,
+                 "Pre-shared keys for TLS 1.3, one identity:hexkey line per client (psktool's "
+                 "and nbdkit's format)");
   if (auto code = cli.parse(argc, argv)) return code;
   out.poll_mode = cli.polling();
   if (auto code = cli.check_device(out.device)) return code;
@@ -52,6 +59,19 @@ std::optional<int> parse_config(int argc, const char* const* argv, nbd_config& o
   if (auto errors = validate(out); !errors.empty()) {
     std::cerr << program_name << ": " << errors.front() << "\n";
     return core::exit_bad_usage;
+  }
+  out.tls = out.tls_flag == "on" ? nbd::tls_mode::on
+            : out.tls_flag == "require" || (out.tls_flag.empty() && !out.tls_psk_path.empty())
+                ? nbd::tls_mode::require
+                : nbd::tls_mode::off;
+  if (!out.tls_psk_path.empty()) {
+    try {
+      out.tls_keys =
+          std::make_shared<const storage::psk_file>(storage::load_psk_file(out.tls_psk_path));
+    } catch (const status_error& e) {
+      std::cerr << program_name << ": --tls-psk: " << e.what() << "\n";
+      return core::exit_bad_usage;
+    }
   }
   return std::nullopt;
 }
@@ -71,6 +91,11 @@ std::vector<std::string> validate(const nbd_config& config) {
       errors.push_back(fmt::format("--listen: {}", e.what()));
     }
   }
+  if ((config.tls_flag == "on" || config.tls_flag == "require") && config.tls_psk_path.empty())
+    errors.push_back(
+        fmt::format("--tls {} needs --tls-psk FILE (pre-shared keys are the only TLS "
+                    "credentials zcstore_nbd takes)",
+                    config.tls_flag));
   if (config.export_name.size() > nbd::max_string_length)
     errors.push_back(fmt::format("export-name longer than {} bytes", nbd::max_string_length));
   return errors;
@@ -89,6 +114,10 @@ void print_config(const nbd_config& config) {
   out += fmt::format("\tlisten: \"{}\"\n", config.listen);
   out += fmt::format("\texport_name: \"{}\"\n", config.export_name);
   out += fmt::format("\tread_only: {}\n", config.read_only);
+  out += fmt::format("\ttls: \"{}\"\n", config.tls == nbd::tls_mode::require ? "require"
+                                        : config.tls == nbd::tls_mode::on    ? "on"
+                                                                             : "off");
+  out += fmt::format("\ttls_psk: \"{}\"\n", config.tls_psk_path);
   out += fmt::format("\tsystemd_listeners: {}\n", config.systemd_listeners);
   out += "}\n";
   // On stderr: with socket activation stdout may be the client's (nbdinfo -- [ ... ]).

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "core/progress_engine.hpp"
+#include "nbd/server.hpp"
 #include "storage/keep_alive.hpp"
+#include "storage/tls_psk.hpp"
 
 namespace zc::nbd_app {
 
@@ -33,6 +35,11 @@ struct nbd_config {
   std::string listen;  // "a.b.c.d:port"
   std::string export_name;
   bool read_only = false;
+  // --tls off|on|require (require when only --tls-psk is given) and the keys of --tls-psk FILE.
+  std::string tls_flag;
+  nbd::tls_mode tls = nbd::tls_mode::off;
+  std::string tls_psk_path;
+  std::shared_ptr<const storage::psk_file> tls_keys;
   // Listening sockets from systemd (LISTEN_PID/LISTEN_FDS), found at parse time.
   int systemd_listeners = 0;
 

@@ -106,6 +106,7 @@ struct server::reply {
   uint32_t data_length = 0;
   int64_t request = -1;  // freed once the reply is out
   bool close_after = false;
+  bool start_tls = false;  // STARTTLS's ACK: the TLS handshake begins once it is out
   size_t total() const noexcept { return header_size + extra.size() + data_length; }
 };
 
@@ -117,8 +118,11 @@ struct server::connection {
     request_header,
     payload,  // a WRITE's payload into requests[receiving].x
     discard,  // bytes to drop: an oversized option or a refused WRITE's payload
+    tls,      // STARTTLS answered: nothing is read but the TLS handshake until it is done
   };
   storage::unique_fd fd;
+  // Once STARTTLS's ACK is out: every byte after it goes through this session.
+  std::unique_ptr<storage::tls_session> tls;
   phase at = phase::client_flags;
   std::vector<uint8_t> in;
   size_t in_begin = 0;
@@ -147,6 +151,9 @@ struct server::connection {
   bool dirty = false;
   uint32_t interest = 0;
 
+  bool tls_up() const noexcept { return tls != nullptr && tls->handshake_done(); }
+  // Decrypted bytes TLS holds: no readiness event will announce them.
+  bool tls_pending() const noexcept { return tls_up() && tls->pending() != 0; }
   size_t buffered() const noexcept { return in_end - in_begin; }
   const uint8_t* data() const noexcept { return in.data() + in_begin; }
   void consume(size_t n) noexcept {
@@ -374,6 +381,8 @@ void server::run() {
         for (int round = 0; round < 4 && !c->dead; ++round) {
           flush_output(*c);
           more = false;
+          if (!c->dead && c->buffered() == 0 && c->tls_pending() && reading_allowed(*c))
+            on_readable(*c);
           if (c->dead || !reading_allowed(*c) || c->buffered() == 0) break;
           const size_t before = c->buffered();
           if (!process_input(*c)) break;
@@ -384,7 +393,8 @@ void server::run() {
         if (!c->dead) update_interest(*c);
         // Its turn is over, not its input: served again after the others (a pipelined burst
         // already read from the socket gets no new readiness event).
-        if (more && !c->dead && c->buffered() != 0 && reading_allowed(*c)) mark(*c);
+        if (more && !c->dead && (c->buffered() != 0 || c->tls_pending()) && reading_allowed(*c))
+          mark(*c);
         reap(*c);
       }
       // Memory that came back (a read reply sent, a connection closed) lets waiting requests on,
@@ -455,6 +465,10 @@ void server::accept_from(int listener) {
 }
 
 void server::on_event(connection& c, uint32_t events) {
+  if (c.at == connection::phase::tls && c.tls != nullptr) {
+    continue_tls(c);  // the handshake reads and writes for itself
+    return;
+  }
   if (events & EPOLLIN) on_readable(c);
   if (c.dead) return;
   if (events & EPOLLOUT) flush_output(c);
@@ -463,7 +477,7 @@ void server::on_event(connection& c, uint32_t events) {
 }
 
 bool server::reading_allowed(const connection& c) const {
-  if (c.dead || c.disc || c.blocked || stopping()) return false;
+  if (c.dead || c.disc || c.blocked || stopping() || c.at == connection::phase::tls) return false;
   // A client that sends options but reads no answers gets no more than a few queued.
   if (!c.transmission && c.out.size() >= max_handshake_replies) return false;
   if (c.at == connection::phase::request_header &&
@@ -491,7 +505,7 @@ void server::on_readable(connection& c) {
       iov[count++] = {static_cast<uint8_t*>(s.iov_base) + skip, s.iov_len - skip};
       skip = 0;
     }
-    n = ::readv(c.fd.get(), iov.data(), static_cast<int>(count));
+    n = receive(c, iov.data(), count);
     if (n > 0) {
       c.payload_done += static_cast<uint64_t>(n);
       if (c.payload_done == r.h.length) {
@@ -507,7 +521,8 @@ void server::on_readable(connection& c) {
       c.in_begin = 0;
     }
     if (c.in_end == c.in.size()) return;  // cannot happen: every phase that reads consumes
-    n = ::recv(c.fd.get(), c.in.data() + c.in_end, c.in.size() - c.in_end, 0);
+    const iovec into{c.in.data() + c.in_end, c.in.size() - c.in_end};
+    n = receive(c, &into, 1);
     if (n > 0) {
       c.in_end += static_cast<size_t>(n);
       (void)process_input(c);
@@ -601,6 +616,8 @@ bool server::process_input(connection& c) {
         }
         break;
       }
+      case phase::tls:
+        return true;  // the handshake's bytes are TLS's, read by continue_tls
       case phase::discard: {
         const size_t take = static_cast<size_t>(std::min<uint64_t>(avail, c.discard_left));
         c.consume(take);
@@ -633,97 +650,127 @@ bool server::handle_option(connection& c) {
     append_option_reply(r.extra, opt, type, text);
   };
   bool enter_transmission = false;
-  switch (static_cast<option>(opt)) {
-    case option::export_name: {
-      const std::string_view name(reinterpret_cast<const char*>(data.data()), data.size());
-      if (name != options_.export_name) {
-        // No error can be sent for EXPORT_NAME: the connection closes (proto.md).
-        ZC_LOG_WARN("nbd: a client asked for unknown export '{}'", name);
-        c.consume(c.opt.length);
-        close_connection(c);
-        return false;
+  bool start_tls = false;
+  // FORCEDTLS: nothing but STARTTLS and ABORT before the upgrade.
+  const bool tls_required = options_.tls == tls_mode::require && !c.tls_up() &&
+                            opt != static_cast<uint32_t>(option::starttls) &&
+                            opt != static_cast<uint32_t>(option::abort);
+  if (tls_required && opt == static_cast<uint32_t>(option::export_name)) {
+    // EXPORT_NAME has no error reply: the connection closes (proto.md).
+    ZC_LOG_WARN("nbd: a client asked for the export without TLS, which is required: closed");
+    close_connection(c);
+    return false;
+  }
+  if (tls_required) {
+    error(reply_type::err_tls_reqd, "TLS is required: send NBD_OPT_STARTTLS first");
+  } else {
+    switch (static_cast<option>(opt)) {
+      case option::starttls:
+        if (options_.tls == tls_mode::off) {
+          error(reply_type::err_policy, "TLS is not enabled on this server");
+        } else if (c.tls != nullptr) {
+          error(reply_type::err_invalid, "TLS is already negotiated");
+        } else if (!data.empty()) {
+          error(reply_type::err_invalid, "NBD_OPT_STARTTLS takes no data");
+        } else {
+          append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
+          r.start_tls = true;
+          start_tls = true;
+        }
+        break;
+      case option::export_name: {
+        const std::string_view name(reinterpret_cast<const char*>(data.data()), data.size());
+        if (name != options_.export_name) {
+          // No error can be sent for EXPORT_NAME: the connection closes (proto.md).
+          ZC_LOG_WARN("nbd: a client asked for unknown export '{}'", name);
+          c.consume(c.opt.length);
+          close_connection(c);
+          return false;
+        }
+        append_export_name_reply(r.extra, storage_.size(), transmission_flags(c), c.no_zeroes);
+        enter_transmission = true;
+        break;
       }
-      append_export_name_reply(r.extra, storage_.size(), transmission_flags(c), c.no_zeroes);
-      enter_transmission = true;
-      break;
+      case option::abort:
+        append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
+        r.close_after = true;
+        c.disc = true;
+        break;
+      case option::list:
+        if (!data.empty()) {
+          error(reply_type::err_invalid, "NBD_OPT_LIST takes no data");
+          break;
+        }
+        append_server_reply(r.extra, opt, options_.export_name);
+        append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
+        break;
+      case option::info:
+      case option::go: {
+        auto go = decode_go(data);
+        if (!go) {
+          error(reply_type::err_invalid, "malformed request");
+          break;
+        }
+        if (go->name != options_.export_name) {
+          error(reply_type::err_unknown, "no such export");
+          break;
+        }
+        append_info_export(r.extra, opt, storage_.size(), transmission_flags(c));
+        // Always sent: the minimum is the pipeline's block, larger than 1.
+        append_info_block_size(r.extra, opt, storage_.block_size(),
+                               std::max(options_.preferred_block_size, storage_.block_size()),
+                               options_.max_block_size);
+        append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
+        enter_transmission = static_cast<option>(opt) == option::go;
+        break;
+      }
+      case option::structured_reply:
+        if (!data.empty()) {
+          error(reply_type::err_invalid, "NBD_OPT_STRUCTURED_REPLY takes no data");
+          break;
+        }
+        c.structured = true;
+        append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
+        break;
+      case option::list_meta_context:
+      case option::set_meta_context: {
+        const bool set = static_cast<option>(opt) == option::set_meta_context;
+        auto m = decode_meta_context(data);
+        if (!m) {
+          error(reply_type::err_invalid, "malformed request");
+          break;
+        }
+        if (set && !c.structured) {
+          error(reply_type::err_invalid, "structured replies first");
+          break;
+        }
+        if (m->name != options_.export_name) {
+          error(reply_type::err_unknown, "no such export");
+          break;
+        }
+        bool matched = false;
+        if (!set && m->query_count == 0) matched = true;  // list them all
+        for (uint32_t i = 0; i < m->query_count && !matched; ++i) {
+          const std::string_view q = m->query(i);
+          if (q == base_allocation || (!set && q == "base:")) matched = true;
+        }
+        if (matched) append_meta_context_reply(r.extra, opt, base_allocation_id, base_allocation);
+        if (set) c.meta_context = matched;
+        append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
+        break;
+      }
+      default:
+        error(reply_type::err_unsup, "unsupported option");
+        break;
     }
-    case option::abort:
-      append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
-      r.close_after = true;
-      c.disc = true;
-      break;
-    case option::list:
-      if (!data.empty()) {
-        error(reply_type::err_invalid, "NBD_OPT_LIST takes no data");
-        break;
-      }
-      append_server_reply(r.extra, opt, options_.export_name);
-      append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
-      break;
-    case option::info:
-    case option::go: {
-      auto go = decode_go(data);
-      if (!go) {
-        error(reply_type::err_invalid, "malformed request");
-        break;
-      }
-      if (go->name != options_.export_name) {
-        error(reply_type::err_unknown, "no such export");
-        break;
-      }
-      append_info_export(r.extra, opt, storage_.size(), transmission_flags(c));
-      // Always sent: the minimum is the pipeline's block, larger than 1.
-      append_info_block_size(r.extra, opt, storage_.block_size(),
-                             std::max(options_.preferred_block_size, storage_.block_size()),
-                             options_.max_block_size);
-      append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
-      enter_transmission = static_cast<option>(opt) == option::go;
-      break;
-    }
-    case option::structured_reply:
-      if (!data.empty()) {
-        error(reply_type::err_invalid, "NBD_OPT_STRUCTURED_REPLY takes no data");
-        break;
-      }
-      c.structured = true;
-      append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
-      break;
-    case option::list_meta_context:
-    case option::set_meta_context: {
-      const bool set = static_cast<option>(opt) == option::set_meta_context;
-      auto m = decode_meta_context(data);
-      if (!m) {
-        error(reply_type::err_invalid, "malformed request");
-        break;
-      }
-      if (set && !c.structured) {
-        error(reply_type::err_invalid, "structured replies first");
-        break;
-      }
-      if (m->name != options_.export_name) {
-        error(reply_type::err_unknown, "no such export");
-        break;
-      }
-      bool matched = false;
-      if (!set && m->query_count == 0) matched = true;  // list them all
-      for (uint32_t i = 0; i < m->query_count && !matched; ++i) {
-        const std::string_view q = m->query(i);
-        if (q == base_allocation || (!set && q == "base:")) matched = true;
-      }
-      if (matched) append_meta_context_reply(r.extra, opt, base_allocation_id, base_allocation);
-      if (set) c.meta_context = matched;
-      append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
-      break;
-    }
-    default:
-      error(reply_type::err_unsup, "unsupported option");
-      break;
   }
   c.consume(c.opt.length);
   queue_reply(c, std::move(r));
   if (enter_transmission) {
     c.transmission = true;
     c.at = connection::phase::request_header;
+  } else if (start_tls) {
+    c.at = connection::phase::tls;
   } else {
     c.at = connection::phase::option_header;
   }
@@ -1023,10 +1070,7 @@ void server::flush_output(connection& c) {
       }
       if (count == max_iov) break;
     }
-    msghdr msg{};
-    msg.msg_iov = iov.data();
-    msg.msg_iovlen = count;
-    const ssize_t n = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = transmit(c, iov.data(), count);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
@@ -1048,10 +1092,16 @@ void server::flush_output(connection& c) {
         c.in_flight_bytes -= q.bytes;
       }
       const bool close_after = r.close_after;
+      const bool start_tls = r.start_tls;
       c.out.pop_front();
       if (close_after) {
         c.out_sent = 0;
         close_connection(c);
+        return;
+      }
+      if (start_tls) {
+        c.out_sent = 0;
+        begin_tls(c);
         return;
       }
     }
@@ -1062,8 +1112,12 @@ void server::flush_output(connection& c) {
 
 void server::update_interest(connection& c) {
   uint32_t want = 0;
-  if (reading_allowed(c)) want |= EPOLLIN;
-  if (!c.out.empty()) want |= EPOLLOUT;
+  if (c.at == connection::phase::tls && c.tls != nullptr) {
+    want = c.tls->wants_write() ? EPOLLOUT : EPOLLIN;  // whichever way the handshake waits
+  } else {
+    if (reading_allowed(c)) want |= EPOLLIN;
+    if (!c.out.empty()) want |= EPOLLOUT;
+  }
   if (want == c.interest) return;
   epoll_event ev{};
   ev.events = want;
@@ -1076,6 +1130,10 @@ void server::close_connection(connection& c) {
   if (c.dead) return;
   c.dead = true;
   (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+  if (c.tls != nullptr) {
+    if (c.tls->handshake_done()) c.tls->bye();
+    c.tls.reset();
+  }
   c.fd.reset();
   --open_connections_;
   std::erase_if(waiting_, [&c](const auto& w) { return w.first == &c; });
@@ -1111,11 +1169,110 @@ void server::close_stale_handshakes() {
   for (auto& [p, c] : connections_)
     if (!c->dead && !c->transmission && now >= c->handshake_deadline) stale.push_back(c.get());
   for (connection* c : stale) {
-    ZC_LOG_WARN("nbd: a client did not finish its handshake in {} ms: closed",
-                options_.handshake_timeout.count());
+    if (c->at == connection::phase::tls) ++counters_.tls_failures;
+    ZC_LOG_WARN("nbd: a client did not finish its handshake in {} ms{}: closed",
+                options_.handshake_timeout.count(),
+                c->at == connection::phase::tls ? " (TLS)" : "");
     close_connection(*c);
     reap(*c);
   }
+}
+
+ssize_t server::receive(connection& c, const iovec* iov, size_t count) {
+  if (!c.tls_up()) return ::readv(c.fd.get(), iov, static_cast<int>(count));
+  // One record at a time into the first buffer: a short read is a read all the same.
+  const auto got = c.tls->recv(static_cast<uint8_t*>(iov[0].iov_base), iov[0].iov_len);
+  using state = storage::tls_session::io_result::state;
+  switch (got.what) {
+    case state::ok:
+      return static_cast<ssize_t>(got.bytes);
+    case state::again:
+      errno = EAGAIN;
+      return -1;
+    case state::closed:
+      return 0;
+    case state::failed:
+      break;
+  }
+  ZC_LOG_DEBUG("nbd: TLS receive failed: {}", c.tls->error());
+  errno = ECONNRESET;
+  return -1;
+}
+
+ssize_t server::transmit(connection& c, const iovec* iov, size_t count) {
+  if (!c.tls_up()) {
+    msghdr msg{};
+    msg.msg_iov = const_cast<iovec*>(iov);
+    msg.msg_iovlen = count;
+    return ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  // Buffer by buffer: after `again` the next call starts with the same bytes, as GnuTLS needs
+  // (flush_output offers what is still unsent, from the same queue).
+  size_t total = 0;
+  using state = storage::tls_session::io_result::state;
+  for (size_t i = 0; i < count; ++i) {
+    const auto* base = static_cast<const uint8_t*>(iov[i].iov_base);
+    size_t done = 0;
+    while (done < iov[i].iov_len) {
+      const auto put = c.tls->send(base + done, iov[i].iov_len - done);
+      if (put.what == state::ok) {
+        done += put.bytes;
+        continue;
+      }
+      if (total + done != 0) return static_cast<ssize_t>(total + done);
+      if (put.what == state::again) {
+        errno = EAGAIN;
+      } else {
+        ZC_LOG_DEBUG("nbd: TLS send failed: {}", c.tls->error());
+        errno = EPIPE;
+      }
+      return -1;
+    }
+    total += done;
+  }
+  return static_cast<ssize_t>(total);
+}
+
+void server::begin_tls(connection& c) {
+  // The client must wait for the ACK before it starts TLS: plain bytes after STARTTLS are not
+  // the protocol (and would otherwise be taken as TLS's).
+  if (c.buffered() != 0) {
+    ZC_LOG_WARN("nbd: a client sent data after NBD_OPT_STARTTLS before its answer: closed");
+    ++counters_.tls_failures;
+    close_connection(c);
+    return;
+  }
+  try {
+    c.tls = std::make_unique<storage::tls_session>(storage::tls_session::role::server,
+                                                   options_.tls_keys, c.fd.get());
+  } catch (const std::exception& e) {
+    ZC_LOG_ERROR("nbd: TLS session: {}", e.what());
+    ++counters_.tls_failures;
+    close_connection(c);
+    return;
+  }
+  continue_tls(c);
+}
+
+void server::continue_tls(connection& c) {
+  switch (c.tls->handshake()) {
+    case storage::tls_session::step::again:
+      update_interest(c);
+      return;
+    case storage::tls_session::step::failed:
+      ZC_LOG_WARN("nbd: TLS handshake failed: {}: closed", c.tls->error());
+      ++counters_.tls_failures;
+      close_connection(c);
+      return;
+    case storage::tls_session::step::done:
+      break;
+  }
+  ++counters_.tls_sessions;
+  ZC_LOG_DEBUG("nbd: TLS session with '{}'", c.tls->identity());
+  // Option haggling starts again, encrypted; the client may have sent its next option already.
+  c.at = connection::phase::option_header;
+  update_interest(c);
+  if (c.tls_pending()) on_readable(c);
 }
 
 void server::reap(connection& c) {

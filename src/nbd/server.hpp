@@ -27,12 +27,21 @@
 
 #include "nbd/backend.hpp"
 #include "storage/ipv4_endpoint.hpp"
+#include "storage/tls_psk.hpp"
 #include "storage/unique_fd.hpp"
 
 namespace zc::nbd {
 
+// TLS as nbdkit's --tls: off (NOTLS: STARTTLS is refused with ERR_POLICY), on (SELECTIVETLS: a
+// client may upgrade), require (FORCEDTLS: every option but STARTTLS and ABORT is refused with
+// ERR_TLS_REQD until the upgrade, and EXPORT_NAME closes the connection).
+enum class tls_mode : uint8_t { off, on, require };
+
 struct server_options {
   std::string export_name;
+  tls_mode tls = tls_mode::off;
+  // The pre-shared keys of TLS 1.3 (psktool/nbdkit format); needed unless tls is off.
+  std::shared_ptr<const storage::psk_file> tls_keys;
   bool read_only = false;         // on top of the backend's own
   uint32_t max_connections = 64;  // more are accepted and closed at once
   uint32_t max_in_flight = 128;   // requests per connection not yet answered
@@ -51,6 +60,8 @@ struct server_counters {
   uint64_t refused = 0;      // accepted and closed over max_connections
   uint64_t requests = 0;
   uint64_t io_errors = 0;
+  uint64_t tls_sessions = 0;  // TLS handshakes completed
+  uint64_t tls_failures = 0;  // TLS handshakes failed (wrong key, not TLS, timed out)
 };
 
 class server {
@@ -86,6 +97,13 @@ class server {
   void accept_from(int listener);
   void on_event(connection& c, uint32_t events);
   void on_readable(connection& c);
+  // The socket's bytes, through TLS once the connection has upgraded: recv/readv and sendmsg's
+  // results (-1 with errno EAGAIN when nothing moves now; 0 at the end of the stream).
+  ssize_t receive(connection& c, const iovec* iov, size_t count);
+  ssize_t transmit(connection& c, const iovec* iov, size_t count);
+  // STARTTLS was answered: the TLS handshake runs until it is done or fails.
+  void begin_tls(connection& c);
+  void continue_tls(connection& c);
   bool process_input(connection& c);
   bool handle_option(connection& c);
   void handle_request(connection& c);

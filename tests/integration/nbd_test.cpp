@@ -268,6 +268,48 @@ TEST_F(nbd_pipeline, bad_flags_are_one_line_and_status_2) {
   subprocess zero(
       {binary("zcstore_nbd"), "--cpu", "0", "--socket", "/tmp/x", "--transaction-count", "0"});
   EXPECT_EQ(zero.wait(start_timeout), std::optional<int>(2)) << zero.output();
+  subprocess tls_without_keys(
+      {binary("zcstore_nbd"), "--cpu", "0", "--socket", "/tmp/x", "--tls", "require"});
+  EXPECT_EQ(tls_without_keys.wait(start_timeout), std::optional<int>(2))
+      << tls_without_keys.output();
+  EXPECT_NE(tls_without_keys.output().find("--tls require needs --tls-psk FILE"), std::string::npos)
+      << tls_without_keys.output();
+  subprocess tls_mode({binary("zcstore_nbd"), "--cpu", "0", "--socket", "/tmp/x", "--tls", "yes"});
+  EXPECT_EQ(tls_mode.wait(start_timeout), std::optional<int>(2)) << tls_mode.output();
+  subprocess missing_keys(
+      {binary("zcstore_nbd"), "--cpu", "0", "--socket", "/tmp/x", "--tls-psk", "/nonexistent.psk"});
+  EXPECT_EQ(missing_keys.wait(start_timeout), std::optional<int>(2)) << missing_keys.output();
+  EXPECT_NE(missing_keys.output().find("--tls-psk"), std::string::npos) << missing_keys.output();
+}
+
+// --tls-psk alone means TLS is required: a client with the key copies an image in and out through
+// the zero-copy pipeline, a plain client gets nothing.
+TEST_F(nbd_pipeline, tls_psk_export_serves_the_key_holder_only) {
+  if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy is not installed";
+  const auto keys = dir_ / "keys.psk";
+  std::ofstream(keys) << "alice:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+  pipeline p({.block_count = nbd_blocks});
+  ASSERT_TRUE(start(p, {"--tls-psk", keys.string()})) << output(p);
+  const std::string tls_uri =
+      "nbds+unix://alice@/?socket=" + socket_ + "&tls-psk-file=" + keys.string();
+  const auto image = content_bytes(nbd_disk, 31);
+  const auto in = dir_ / "in.img";
+  std::ofstream(in, std::ios::binary)
+      .write(image.data(), static_cast<std::streamsize>(image.size()));
+  auto r = run_client({"nbdcopy", "--connections", "2", in.string(), tls_uri});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  r = run_client({"nbdcopy", tls_uri, (dir_ / "out.img").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  EXPECT_TRUE(read_all(dir_ / "out.img") == image) << "read back other bytes over TLS";
+  r = run_client({"nbdcopy", uri(), (dir_ / "plain.img").string()});
+  EXPECT_NE(r.code, std::optional<int>(0)) << r.output;
+  nbd->signal(SIGTERM);
+  ASSERT_EQ(nbd->wait(start_timeout), std::optional<int>(0)) << output(p);
+  EXPECT_NE(nbd->output().find("TLS required (pre-shared keys of"), std::string::npos);
+  // nbdcopy opens as many connections as it likes; none failed, the plain one never started TLS.
+  EXPECT_NE(nbd->output().find(" sessions, 0 failed handshakes"), std::string::npos)
+      << nbd->output();
+  EXPECT_EQ(nbd->output().find("TLS: 0 sessions"), std::string::npos) << nbd->output();
 }
 
 // ---- zcstore_local --nbd

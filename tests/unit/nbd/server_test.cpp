@@ -777,5 +777,160 @@ TEST(nbd_server, stop_finishes_what_is_in_flight) {
   EXPECT_TRUE(c.closed_by_peer());
 }
 
+// ---- TLS: STARTTLS with pre-shared keys, as nbdkit's --tls and --tls-psk
+
+// A key file with one "identity:hexkey" line, in its own folder, removed at the end.
+class key_file {
+ public:
+  key_file(const std::string& identity, const std::string& hex)
+      : dir_(fs::temp_directory_path() / zc::test::unique_name("psk")) {
+    fs::create_directories(dir_);
+    std::ofstream(path()) << identity << ":" << hex << "\n";
+    keys_ = std::make_shared<const storage::psk_file>(storage::load_psk_file(path().string()));
+  }
+  ~key_file() { fs::remove_all(dir_); }
+  fs::path path() const { return dir_ / "keys.psk"; }
+  std::shared_ptr<const storage::psk_file> keys() const { return keys_; }
+
+ private:
+  fs::path dir_;
+  std::shared_ptr<const storage::psk_file> keys_;
+};
+
+const std::string alice_key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const std::string other_key = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+
+server_options tls_options(tls_mode mode, const key_file& keys) {
+  server_options o;
+  o.tls = mode;
+  o.tls_keys = keys.keys();
+  return o;
+}
+
+// libnbd's TLS URI: the identity is the user, the key file a query parameter.
+std::string tls_uri(const served& s, const key_file& keys) {
+  return "nbds+unix://alice@/?socket=" + s.socket_path() + "&tls-psk-file=" + keys.path().string();
+}
+
+TEST(nbd_server_tls, required_tls_carries_every_byte_with_the_key) {
+  for (const char* c : {"nbdinfo", "nbdcopy"})
+    if (!have(c)) GTEST_SKIP() << c << " (libnbd-bin) is not installed";
+  key_file keys("alice", alice_key);
+  served s(tls_options(tls_mode::require, keys));
+  auto info = run({"nbdinfo", "--json", tls_uri(s, keys)});
+  ASSERT_EQ(info.code, std::optional<int>(0)) << info.output;
+  EXPECT_EQ(nlohmann::json::parse(info.output)["exports"][0]["export-size"].get<uint64_t>(),
+            disk_size);
+  // More than one TLS record per request (16 KiB each) and many requests in flight.
+  const auto bytes = pattern(4u << 20, 71);
+  write_file(s.file("in.img"), bytes);
+  auto in = run({"nbdcopy", "--connections", "2", s.file("in.img").string(), tls_uri(s, keys)});
+  ASSERT_EQ(in.code, std::optional<int>(0)) << in.output;
+  auto out = run({"nbdcopy", tls_uri(s, keys), s.file("out.img").string()});
+  ASSERT_EQ(out.code, std::optional<int>(0)) << out.output;
+  const auto back = read_file(s.file("out.img"));
+  ASSERT_EQ(back.size(), disk_size);
+  EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), back.begin()));
+  s.stop();
+  EXPECT_GE(s.srv().counters().tls_sessions, 4u);
+  EXPECT_EQ(s.srv().counters().tls_failures, 0u);
+}
+
+TEST(nbd_server_tls, required_tls_refuses_a_plain_client_before_any_option) {
+  key_file keys("alice", alice_key);
+  served s(tls_options(tls_mode::require, keys));
+  if (have("nbdinfo")) {
+    auto r = run({"nbdinfo", "--size", s.uri()});
+    EXPECT_NE(r.code, std::optional<int>(0)) << r.output;
+  }
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  for (auto opt : {option::go, option::list, option::structured_reply, option::info}) {
+    const std::vector<uint8_t> data = opt == option::go || opt == option::info
+                                          ? std::vector<uint8_t>{0, 0, 0, 0, 0, 0}
+                                          : std::vector<uint8_t>{};
+    ASSERT_TRUE(c.option(static_cast<uint32_t>(opt), data));
+    auto r = c.reply();
+    ASSERT_TRUE(r) << static_cast<uint32_t>(opt);
+    EXPECT_EQ(r->type, reply_type::err_tls_reqd) << static_cast<uint32_t>(opt);
+  }
+  // EXPORT_NAME cannot be answered with an error: the connection closes.
+  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::export_name), {}));
+  EXPECT_TRUE(c.closed_by_peer());
+}
+
+TEST(nbd_server_tls, a_wrong_key_ends_the_handshake_and_nothing_else) {
+  if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo (libnbd-bin) is not installed";
+  key_file keys("alice", alice_key);
+  key_file wrong("alice", other_key);
+  served s(tls_options(tls_mode::require, keys));
+  auto bad = run({"nbdinfo", "--size", tls_uri(s, wrong)});
+  EXPECT_NE(bad.code, std::optional<int>(0)) << bad.output;
+  auto good = run({"nbdinfo", "--size", tls_uri(s, keys)});
+  ASSERT_EQ(good.code, std::optional<int>(0)) << good.output;
+  EXPECT_EQ(good.output, std::to_string(disk_size) + "\n");
+  s.stop();
+  EXPECT_EQ(s.srv().counters().tls_failures, 1u);
+  EXPECT_EQ(s.srv().counters().tls_sessions, 1u);
+}
+
+TEST(nbd_server_tls, tls_on_serves_plain_and_tls_clients) {
+  if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo (libnbd-bin) is not installed";
+  key_file keys("alice", alice_key);
+  served s(tls_options(tls_mode::on, keys));
+  for (const std::string& uri : {s.uri(), tls_uri(s, keys)}) {
+    auto r = run({"nbdinfo", "--size", uri});
+    ASSERT_EQ(r.code, std::optional<int>(0)) << uri << "\n" << r.output;
+    EXPECT_EQ(r.output, std::to_string(disk_size) + "\n");
+  }
+  s.stop();
+  EXPECT_EQ(s.srv().counters().tls_sessions, 1u);
+}
+
+TEST(nbd_server_tls, starttls_refusals_and_a_silent_upgrade) {
+  key_file keys("alice", alice_key);
+  {
+    served off;  // NOTLS: the policy refuses it, and the session goes on in plain text
+    raw_client c(off.socket_path());
+    ASSERT_TRUE(c.start());
+    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {}));
+    auto r = c.reply();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->type, reply_type::err_policy);
+    EXPECT_TRUE(c.go());
+  }
+  auto options = tls_options(tls_mode::on, keys);
+  options.handshake_timeout = 300ms;
+  served s(options);
+  {
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start());
+    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {1, 2, 3}));  // data: invalid
+    auto r = c.reply();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->type, reply_type::err_invalid);
+    // Accepted, then silence: the handshake deadline closes the connection.
+    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {}));
+    r = c.reply();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->type, reply_type::ack);
+    EXPECT_TRUE(c.closed_by_peer());
+  }
+  {
+    // Plain bytes where the TLS handshake belongs: the connection closes.
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start());
+    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {}));
+    auto r = c.reply();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->type, reply_type::ack);
+    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::go), {0, 0, 0, 0, 0, 0}));
+    EXPECT_TRUE(c.closed_by_peer());
+  }
+  s.stop();
+  EXPECT_EQ(s.srv().counters().tls_failures, 2u);
+  EXPECT_EQ(s.srv().counters().tls_sessions, 0u);
+}
+
 }  // namespace
 }  // namespace zc::nbd
