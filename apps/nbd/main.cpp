@@ -66,11 +66,15 @@ int run(const nbd_app::nbd_config& config) {
   bool lost = false;
   {
     nbd::host_backend backend(session, backend_options);
-    nbd::server server(backend, {.export_name = config.export_name,
-                                 .tls = config.tls,
-                                 .tls_keys = config.tls_keys,
-                                 .read_only = config.read_only,
-                                 .drain_timeout = 2 * config.control_timeout()});
+    nbd::server server(backend,
+                       {.export_name = config.export_name,
+                        .tls = config.tls,
+                        .tls_keys = config.tls_keys,
+                        .read_only = config.read_only,
+                        .max_connections = config.max_connections,
+                        .request_timeout = std::chrono::seconds(config.request_timeout_seconds),
+                        .idle_timeout = std::chrono::seconds(config.idle_timeout_seconds),
+                        .drain_timeout = 2 * config.control_timeout()});
     for (int i = 0; i < config.systemd_listeners; ++i) server.adopt_listener(3 + i);
     if (!config.socket.empty()) server.listen_unix(config.socket);
     uint16_t port = 0;

@@ -45,6 +45,20 @@ std::optional<int> parse_config(int argc, const char* const* argv, nbd_config& o
   app.add_option("--listen", out.listen, "Serve NBD on this TCP address (a.b.c.d:port)");
   app.add_option("--export-name", out.export_name, "The export's name (default: empty)");
   app.add_flag("--read-only", out.read_only, "Refuse writes, zeroes and trims (EPERM)");
+  app.add_option("--max-connections", out.max_connections,
+                 "Client connections served at once; more are closed at once")
+      ->check(CLI::Range(1u, 65536u))
+      ->capture_default_str();
+  app.add_option("--request-timeout", out.request_timeout_seconds,
+                 "Seconds a WRITE's payload may take to arrive, and replies may sit unread, "
+                 "before the connection is closed; 0: no bound")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--idle-timeout", out.idle_timeout_seconds,
+                 "Seconds a connection may stay with nothing in flight before it is closed; "
+                 "0: never")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--tls", out.tls_flag,
                  "TLS as nbdkit's: off, on (a client may upgrade) or require (default with "
                  "--tls-psk, else off)")
@@ -114,6 +128,9 @@ void print_config(const nbd_config& config) {
   out += fmt::format("\tlisten: \"{}\"\n", config.listen);
   out += fmt::format("\texport_name: \"{}\"\n", config.export_name);
   out += fmt::format("\tread_only: {}\n", config.read_only);
+  out += fmt::format("\tmax_connections: {}\n", config.max_connections);
+  out += fmt::format("\trequest_timeout: {}\n", config.request_timeout_seconds);
+  out += fmt::format("\tidle_timeout: {}\n", config.idle_timeout_seconds);
   out += fmt::format("\ttls: \"{}\"\n", config.tls == nbd::tls_mode::require ? "require"
                                         : config.tls == nbd::tls_mode::on    ? "on"
                                                                              : "off");

@@ -35,6 +35,9 @@ struct nbd_config {
   std::string listen;  // "a.b.c.d:port"
   std::string export_name;
   bool read_only = false;
+  uint32_t max_connections = 64;          // more are refused at once
+  uint32_t request_timeout_seconds = 30;  // a WRITE's payload, unread replies; 0: no bound
+  uint32_t idle_timeout_seconds = 0;      // nothing in flight for this long; 0: never
   // --tls off|on|require (require when only --tls-psk is given) and the keys of --tls-psk FILE.
   std::string tls_flag;
   nbd::tls_mode tls = nbd::tls_mode::off;

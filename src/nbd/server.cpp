@@ -45,6 +45,33 @@ constexpr uint64_t tag_fd(int fd) noexcept {
 constexpr std::chrono::milliseconds accept_pause{100};
 // Option replies a handshaking client may leave unread before its input is no longer read.
 constexpr size_t max_handshake_replies = 16;
+// TCP keep-alive on accepted TCP connections: a peer gone without a FIN (a dead host, a cut
+// cable) is found after about idle + interval * count seconds.
+constexpr int keep_alive_idle_s = 30;
+constexpr int keep_alive_interval_s = 10;
+constexpr int keep_alive_count = 3;
+// How much of a client's string a log line shows.
+constexpr size_t logged_string_limit = 64;
+
+// A client's string for a log line: printable ASCII as it is, anything else as \xNN, and no more
+// than logged_string_limit bytes of it (a hostile export name cannot forge or flood log lines).
+std::string printable(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < logged_string_limit; ++i) {
+    const auto ch = static_cast<unsigned char>(s[i]);
+    if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+      out.push_back(static_cast<char>(ch));
+    else
+      out += fmt::format("\\x{:02x}", ch);
+  }
+  if (s.size() > logged_string_limit) out += fmt::format("... ({} bytes)", s.size());
+  return out;
+}
+
+int to_ms(std::chrono::steady_clock::duration d) {
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(d).count();
+  return static_cast<int>(std::clamp<int64_t>(ms, 0, INT_MAX));
+}
 
 [[noreturn]] void throw_errno(std::string_view what) {
   throw status_error(status::operating_system, fmt::format("{}: {}", what, std::strerror(errno)));
@@ -150,6 +177,10 @@ struct server::connection {
   bool dead = false;    // fd closed; kept until its IO in flight has completed
   bool dirty = false;
   uint32_t interest = 0;
+  // For request_timeout and idle_timeout (server::now_ when each happened).
+  clock_type::time_point last_input{};     // the last bytes received
+  clock_type::time_point output_waits{};   // the reply queue last moved, or began to wait
+  clock_type::time_point payload_began{};  // the WRITE payload (or refused one) began
 
   bool tls_up() const noexcept { return tls != nullptr && tls->handshake_done(); }
   // Decrypted bytes TLS holds: no readiness event will announce them.
@@ -286,7 +317,8 @@ void server::run() {
   bool draining = false;
   clock_type::time_point drain_deadline{};
   for (;;) {
-    close_stale_handshakes();  // first: nothing is marked dirty yet, so it may reap
+    now_ = clock_type::now();
+    const int next_deadline_ms = close_expired();  // first: nothing is dirty yet, so it may reap
     if (!paused_listeners_.empty() && clock_type::now() >= resume_accepting_at_) {
       for (int fd : paused_listeners_) {
         epoll_event ev{};
@@ -317,8 +349,10 @@ void server::run() {
         }
         mark(*c);
       }
+      // A handshaking client's next option is answered ERR_SHUTDOWN (proto.md) while the drain
+      // lasts; one in the middle of its TLS handshake cannot be answered and is closed.
       for (auto& [p, c] : connections_) {
-        if (!c->transmission && !c->dead) close_connection(*c);
+        if (!c->transmission && !c->dead && c->at == connection::phase::tls) close_connection(*c);
         mark(*c);
       }
     }
@@ -328,19 +362,16 @@ void server::run() {
         if (!c->dead && !c->out.empty()) busy = true;
       if (!busy || clock_type::now() >= drain_deadline) break;
     }
-    // Handshakes in progress are checked for their deadline at least every 100 ms.
-    bool handshaking = false;
-    for (auto& [p, c] : connections_)
-      if (!c->dead && !c->transmission) handshaking = true;
-    const int timeout_ms = draining                     ? 50
-                           : handshaking                ? 100
-                           : !paused_listeners_.empty() ? static_cast<int>(accept_pause.count())
-                                                        : -1;
+    int timeout_ms = draining ? 50 : next_deadline_ms;
+    if (!paused_listeners_.empty())
+      timeout_ms = timeout_ms < 0 ? static_cast<int>(accept_pause.count())
+                                  : std::min(timeout_ms, static_cast<int>(accept_pause.count()));
     const int n = ::epoll_wait(epoll_.get(), events.data(), epoll_batch, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_errno("epoll_wait");
     }
+    now_ = clock_type::now();
     for (int i = 0; i < n; ++i) {
       const uint64_t tag = events[i].data.u64;
       if ((tag & 1) == 0) {
@@ -438,7 +469,13 @@ void server::accept_from(int listener) {
       continue;  // closed by unique_fd
     }
     const int one = 1;
-    (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // fails on Unix
+    // Both fail harmlessly on a Unix socket.
+    (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (::setsockopt(fd.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) == 0) {
+      (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_KEEPIDLE, &keep_alive_idle_s, sizeof(int));
+      (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_KEEPINTVL, &keep_alive_interval_s, sizeof(int));
+      (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_KEEPCNT, &keep_alive_count, sizeof(int));
+    }
     auto owned = std::make_unique<connection>();
     connection& c = *owned;
     c.fd = std::move(fd);
@@ -454,7 +491,9 @@ void server::accept_from(int listener) {
       continue;
     }
     c.interest = EPOLLIN;
-    c.handshake_deadline = clock_type::now() + options_.handshake_timeout;
+    c.handshake_deadline = now_ + options_.handshake_timeout;
+    c.last_input = now_;
+    c.output_waits = now_;
     reply greeting;
     append_greeting(greeting.extra, handshake_flag::fixed_newstyle | handshake_flag::no_zeroes);
     c.out.push_back(std::move(greeting));
@@ -477,7 +516,8 @@ void server::on_event(connection& c, uint32_t events) {
 }
 
 bool server::reading_allowed(const connection& c) const {
-  if (c.dead || c.disc || c.blocked || stopping() || c.at == connection::phase::tls) return false;
+  if (c.dead || c.disc || c.blocked || c.at == connection::phase::tls) return false;
+  if (stopping() && c.transmission) return false;  // handshakes go on, to hear ERR_SHUTDOWN
   // A client that sends options but reads no answers gets no more than a few queued.
   if (!c.transmission && c.out.size() >= max_handshake_replies) return false;
   if (c.at == connection::phase::request_header &&
@@ -507,6 +547,7 @@ void server::on_readable(connection& c) {
     }
     n = receive(c, iov.data(), count);
     if (n > 0) {
+      c.last_input = now_;
       c.payload_done += static_cast<uint64_t>(n);
       if (c.payload_done == r.h.length) {
         c.at = connection::phase::request_header;
@@ -524,13 +565,21 @@ void server::on_readable(connection& c) {
     const iovec into{c.in.data() + c.in_end, c.in.size() - c.in_end};
     n = receive(c, &into, 1);
     if (n > 0) {
+      c.last_input = now_;
       c.in_end += static_cast<size_t>(n);
       (void)process_input(c);
       return;
     }
   }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-  close_connection(c);  // end of stream or an error: what is in flight finishes unseen
+  if (n == 0 && c.transmission && c.at == connection::phase::request_header) {
+    // A half-close between requests (shutdown(SHUT_WR), as `nbdcopy` and friends may do): the
+    // replies still owed go out, then the connection closes, as after NBD_CMD_DISC.
+    c.disc = true;
+    if (c.in_flight == 0 && c.out.empty()) close_connection(c);
+    return;
+  }
+  close_connection(c);  // an error, or the end mid-message: what is in flight finishes unseen
 }
 
 // Consumes what is buffered as far as the protocol allows now. False when it closed c.
@@ -554,7 +603,8 @@ bool server::process_input(connection& c) {
         break;
       }
       case phase::option_header: {
-        if (avail < option_header_size) return true;
+        // Answers are bounded before they are made: an option flood read in one go waits.
+        if (avail < option_header_size || c.out.size() >= max_handshake_replies) return true;
         auto h = decode_option_header(
             std::span<const uint8_t, option_header_size>(c.data(), option_header_size));
         c.consume(option_header_size);
@@ -655,6 +705,24 @@ bool server::handle_option(connection& c) {
   const bool tls_required = options_.tls == tls_mode::require && !c.tls_up() &&
                             opt != static_cast<uint32_t>(option::starttls) &&
                             opt != static_cast<uint32_t>(option::abort);
+  if (stopping()) {
+    // The server is going away: ABORT is acknowledged, anything else refused, and the
+    // connection closes once the answer is out. EXPORT_NAME has no error reply.
+    if (opt == static_cast<uint32_t>(option::export_name)) {
+      close_connection(c);
+      return false;
+    }
+    if (opt == static_cast<uint32_t>(option::abort))
+      append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
+    else
+      error(reply_type::err_shutdown, "the server is shutting down");
+    r.close_after = true;
+    c.disc = true;
+    c.consume(c.opt.length);
+    queue_reply(c, std::move(r));
+    c.at = connection::phase::option_header;
+    return true;
+  }
   if (tls_required && opt == static_cast<uint32_t>(option::export_name)) {
     // EXPORT_NAME has no error reply: the connection closes (proto.md).
     ZC_LOG_WARN("nbd: a client asked for the export without TLS, which is required: closed");
@@ -682,7 +750,7 @@ bool server::handle_option(connection& c) {
         const std::string_view name(reinterpret_cast<const char*>(data.data()), data.size());
         if (name != options_.export_name) {
           // No error can be sent for EXPORT_NAME: the connection closes (proto.md).
-          ZC_LOG_WARN("nbd: a client asked for unknown export '{}'", name);
+          ZC_LOG_WARN("nbd: a client asked for unknown export '{}'", printable(name));
           c.consume(c.opt.length);
           close_connection(c);
           return false;
@@ -829,6 +897,7 @@ void server::handle_request(connection& c) {
       c.discard_request = index;
       c.discard_error = error;
       c.at = connection::phase::discard;
+      c.payload_began = now_;
       return;
     }
     finish(c, index, error);
@@ -924,6 +993,7 @@ void server::use_io(connection& c, uint32_t index, io& x) {
   } else if (r.next_kind == io_kind::write) {
     x.offset = r.h.offset;
     r.at = request::stage::receiving;  // on_readable/process_input fill it, then submit
+    c.payload_began = now_;
   } else {
     x.offset = r.next_kind == io_kind::read ? r.h.offset : 0;
     submit_io(c, index);
@@ -1039,6 +1109,7 @@ void server::finish(connection& c, uint32_t index, uint32_t error) {
 }
 
 void server::queue_reply(connection& c, reply r) {
+  if (c.out.empty()) c.output_waits = now_;
   c.out.push_back(std::move(r));
 }
 
@@ -1077,6 +1148,7 @@ void server::flush_output(connection& c) {
       close_connection(c);
       return;
     }
+    if (n > 0) c.output_waits = now_;
     size_t sent = c.out_sent + static_cast<size_t>(n);
     while (!c.out.empty() && sent >= c.out.front().total()) {
       reply& r = c.out.front();
@@ -1163,19 +1235,51 @@ void server::close_connection(connection& c) {
   }
 }
 
-void server::close_stale_handshakes() {
-  const auto now = clock_type::now();
-  std::vector<connection*> stale;
-  for (auto& [p, c] : connections_)
-    if (!c->dead && !c->transmission && now >= c->handshake_deadline) stale.push_back(c.get());
-  for (connection* c : stale) {
+int server::close_expired() {
+  using std::chrono::milliseconds;
+  std::vector<std::pair<connection*, std::string>> expired;
+  auto next = clock_type::time_point::max();
+  auto due = [&](clock_type::time_point deadline) {
+    if (deadline > now_) next = std::min(next, deadline);
+    return deadline <= now_;
+  };
+  const auto request_bound = options_.request_timeout;
+  const auto idle_bound = options_.idle_timeout;
+  for (auto& [p, owned] : connections_) {
+    connection& c = *owned;
+    if (c.dead) continue;
+    if (!c.transmission) {
+      if (due(c.handshake_deadline))
+        expired.emplace_back(&c, fmt::format("did not finish its handshake{} in {} ms",
+                                             c.at == connection::phase::tls ? " (TLS)" : "",
+                                             options_.handshake_timeout.count()));
+      continue;
+    }
+    // Every armed deadline counts for the next wake-up; the first reason found closes it.
+    const bool in_payload = (c.at == connection::phase::payload && !c.blocked) ||
+                            (c.at == connection::phase::discard && !c.discarding_option);
+    const bool bounded = request_bound != milliseconds(0);
+    const bool payload_late = bounded && in_payload && due(c.payload_began + request_bound);
+    const bool replies_late = bounded && !c.out.empty() && due(c.output_waits + request_bound);
+    const bool idle = idle_bound != milliseconds(0) && c.in_flight == 0 && c.out.empty() &&
+                      !c.disc && due(c.last_input + idle_bound);
+    if (payload_late)
+      expired.emplace_back(
+          &c, fmt::format("did not send a WRITE's payload within {} ms", request_bound.count()));
+    else if (replies_late)
+      expired.emplace_back(&c,
+                           fmt::format("left its replies unread for {} ms", request_bound.count()));
+    else if (idle)
+      expired.emplace_back(&c, fmt::format("was idle for {} ms", idle_bound.count()));
+  }
+  for (auto& [c, why] : expired) {
     if (c->at == connection::phase::tls) ++counters_.tls_failures;
-    ZC_LOG_WARN("nbd: a client did not finish its handshake in {} ms{}: closed",
-                options_.handshake_timeout.count(),
-                c->at == connection::phase::tls ? " (TLS)" : "");
+    ++counters_.timed_out;
+    ZC_LOG_WARN("nbd: a client {}: closed", why);
     close_connection(*c);
     reap(*c);
   }
+  return next == clock_type::time_point::max() ? -1 : std::max(1, to_ms(next - now_));
 }
 
 ssize_t server::receive(connection& c, const iovec* iov, size_t count) {

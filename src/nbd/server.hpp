@@ -50,6 +50,13 @@ struct server_options {
   // A connection still in the handshake after this long is closed: idle connections must not
   // hold every slot of max_connections.
   std::chrono::milliseconds handshake_timeout{10000};
+  // A WRITE's payload must arrive whole within this long of its memory being ready, and replies
+  // must not sit unread for longer: else the connection is closed and what it held is freed, so
+  // no client keeps IO memory from the others. 0: no bound.
+  std::chrono::milliseconds request_timeout{30000};
+  // A connection in transmission that has nothing in flight and sent nothing for this long is
+  // closed. 0: never (nbdkit's default).
+  std::chrono::milliseconds idle_timeout{0};
   // After stop(): how long the IO in flight and the replies still queued may take.
   std::chrono::milliseconds drain_timeout{10000};
 };
@@ -58,6 +65,7 @@ struct server_options {
 struct server_counters {
   uint64_t connections = 0;  // accepted and served
   uint64_t refused = 0;      // accepted and closed over max_connections
+  uint64_t timed_out = 0;    // closed by handshake_timeout, request_timeout or idle_timeout
   uint64_t requests = 0;
   uint64_t io_errors = 0;
   uint64_t tls_sessions = 0;  // TLS handshakes completed
@@ -126,7 +134,9 @@ class server {
   void update_interest(connection& c);
   void close_connection(connection& c);
   void reap(connection& c);
-  void close_stale_handshakes();
+  // Closes the connections past a deadline: the handshake's, request_timeout's or
+  // idle_timeout's. Returns how long until the next one may pass (for epoll's timeout; -1: none).
+  int close_expired();
   bool reading_allowed(const connection& c) const;
   uint16_t transmission_flags(const connection& c) const noexcept;
 
@@ -146,6 +156,7 @@ class server {
   std::vector<int> paused_listeners_;  // out of the loop until resume_accepting_at_ (EMFILE...)
   std::chrono::steady_clock::time_point resume_accepting_at_{};
   std::vector<io*> completed_;
+  std::chrono::steady_clock::time_point now_{};  // read once per pass of run()
   server_counters counters_;
 };
 

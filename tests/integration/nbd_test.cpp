@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -280,6 +283,50 @@ TEST_F(nbd_pipeline, bad_flags_are_one_line_and_status_2) {
       {binary("zcstore_nbd"), "--cpu", "0", "--socket", "/tmp/x", "--tls-psk", "/nonexistent.psk"});
   EXPECT_EQ(missing_keys.wait(start_timeout), std::optional<int>(2)) << missing_keys.output();
   EXPECT_NE(missing_keys.output().find("--tls-psk"), std::string::npos) << missing_keys.output();
+}
+
+// The connection bounds reach the server: one connection at most, so a second client is refused
+// while a first holds its slot, and served once it has gone.
+TEST_F(nbd_pipeline, connection_bounds_are_flags) {
+  if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo is not installed";
+  pipeline p({.block_count = nbd_blocks});
+  ASSERT_TRUE(start(p, {"--max-connections", "1", "--request-timeout", "7", "--idle-timeout", "9"}))
+      << output(p);
+  EXPECT_NE(nbd->output().find("request_timeout: 7"), std::string::npos) << nbd->output();
+  EXPECT_NE(nbd->output().find("idle_timeout: 9"), std::string::npos) << nbd->output();
+  {
+    // A client that takes the one slot: connected, the greeting read, nothing more said.
+    const int holder = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(holder, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_.c_str(), sizeof addr.sun_path - 1);
+    ASSERT_EQ(::connect(holder, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    timeval tv{5, 0};
+    ::setsockopt(holder, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char greeting[18];
+    size_t got = 0;
+    while (got < sizeof greeting) {
+      const ssize_t n = ::recv(holder, greeting + got, sizeof greeting - got, 0);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    EXPECT_EQ(got, sizeof greeting);
+    auto refused = run_client({"nbdinfo", "--size", uri()});
+    EXPECT_NE(refused.code, std::optional<int>(0)) << refused.output;
+    ::close(holder);
+  }
+  // Its slot comes back once the server has seen it close.
+  std::optional<int> code;
+  std::string said;
+  for (int attempt = 0; attempt < 50 && code != std::optional<int>(0); ++attempt) {
+    auto r = run_client({"nbdinfo", "--size", uri()});
+    code = r.code;
+    said = r.output;
+    if (code != std::optional<int>(0)) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_EQ(code, std::optional<int>(0)) << said << output(p);
+  EXPECT_EQ(said, std::to_string(nbd_disk) + "\n");
 }
 
 // --tls-psk alone means TLS is required: a client with the key copies an image in and out through

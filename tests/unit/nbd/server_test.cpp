@@ -147,6 +147,8 @@ class raw_client {
     fd_ = -1;
   }
   bool connected() const { return connected_; }
+  // shutdown(SHUT_WR): the server reads the end of the stream, the replies may still come.
+  bool shutdown_write() { return ::shutdown(fd_, SHUT_WR) == 0; }
 
   bool send(const void* p, size_t n) {
     auto* b = static_cast<const uint8_t*>(p);
@@ -930,6 +932,137 @@ TEST(nbd_server_tls, starttls_refusals_and_a_silent_upgrade) {
   s.stop();
   EXPECT_EQ(s.srv().counters().tls_failures, 2u);
   EXPECT_EQ(s.srv().counters().tls_sessions, 0u);
+}
+
+// ---- bounds: no client keeps memory, slots or the server for ever
+
+constexpr auto short_bound = 300ms;
+
+TEST(nbd_server_bounds, a_write_whose_payload_stops_is_closed_and_frees_its_memory) {
+  served s({.request_timeout = short_bound});
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(c.request(command::write, 1, 0, max_io));
+  ASSERT_TRUE(c.send(std::vector<uint8_t>(1000, 0x5A)));  // and then nothing more
+  const auto sent = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_GE(std::chrono::steady_clock::now() - sent, short_bound - 50ms);
+  // Someone else is served, with every io back in the pool.
+  raw_client other(s.socket_path());
+  ASSERT_TRUE(other.start());
+  ASSERT_TRUE(other.go());
+  ASSERT_TRUE(other.request(command::read, 2, 0, block));
+  auto rep = other.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  EXPECT_EQ(other.recv(block).size(), block);
+  s.stop();
+  EXPECT_EQ(s.backend().free_ios(), 32u);
+  EXPECT_EQ(s.srv().counters().timed_out, 1u);
+}
+
+TEST(nbd_server_bounds, a_refused_write_whose_payload_stops_is_closed_too) {
+  served s({.request_timeout = short_bound});
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(c.request(command::write, 1, 1, block));  // unaligned: refused, payload read past
+  EXPECT_TRUE(c.closed_by_peer());
+  s.stop();
+  EXPECT_EQ(s.srv().counters().timed_out, 1u);
+}
+
+TEST(nbd_server_bounds, a_client_that_leaves_its_replies_unread_is_closed) {
+  served s({.max_in_flight = 8, .request_timeout = short_bound});
+  raw_client stuck(s.socket_path());
+  ASSERT_TRUE(stuck.start());
+  ASSERT_TRUE(stuck.go());
+  // Far more read data than the socket buffers hold, not read for longer than the bound.
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(stuck.request(command::read, i, 0, max_io));
+  std::this_thread::sleep_for(short_bound * 4);
+  // What the kernel held is read, then the end of the stream: the server gave up on it.
+  EXPECT_TRUE(stuck.closed_by_peer());
+  s.stop();
+  EXPECT_EQ(s.srv().counters().timed_out, 1u);
+  EXPECT_EQ(s.backend().free_ios(), 32u);
+}
+
+TEST(nbd_server_bounds, idle_timeout_closes_a_connection_with_nothing_in_flight) {
+  served s({.idle_timeout = short_bound});
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.go());
+  // Busy for longer than the bound in all: each request resets the clock.
+  auto last = std::chrono::steady_clock::now();
+  for (int i = 0; i < 6; ++i) {
+    if (i != 0) std::this_thread::sleep_for(short_bound / 3);
+    last = std::chrono::steady_clock::now();
+    ASSERT_TRUE(c.request(command::read, i, 0, block));
+    auto rep = c.simple_reply();
+    ASSERT_TRUE(rep) << "closed while busy, request " << i;
+    EXPECT_EQ(c.recv(block).size(), block);
+  }
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_GE(std::chrono::steady_clock::now() - last, short_bound - 50ms);
+  s.stop();
+  EXPECT_EQ(s.srv().counters().timed_out, 1u);
+}
+
+TEST(nbd_server_bounds, a_half_closed_client_still_gets_its_replies) {
+  served s;
+  // Before any request: the server thread touches the bytes only to serve one.
+  const auto expected = pattern(4 * block, 9);
+  std::copy(expected.begin(), expected.end(), s.backend().bytes().begin());
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.go());
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(c.request(command::read, i, i * block, block));
+  ASSERT_TRUE(c.shutdown_write());
+  std::vector<bool> seen(4, false);
+  for (int i = 0; i < 4; ++i) {
+    auto rep = c.simple_reply();
+    ASSERT_TRUE(rep) << "reply " << i << " lost after the half-close";
+    EXPECT_EQ(rep->first, 0u);
+    ASSERT_LT(rep->second, 4u);
+    seen[rep->second] = true;
+    const auto data = c.recv(block);
+    ASSERT_EQ(data.size(), block);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), expected.begin() + rep->second * block));
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), true), 4);
+  EXPECT_TRUE(c.closed_by_peer());
+}
+
+// A stop answers what a handshaking client asks with ERR_SHUTDOWN (proto.md), then closes.
+TEST(nbd_server_bounds, a_stop_answers_a_handshaking_client_err_shutdown) {
+  served s;
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  // More options than the socket holds answers to, none read: the server stops reading them
+  // once its replies back up, and the rest wait in its input.
+  constexpr int flood = 8000;
+  std::vector<uint8_t> options;
+  for (int i = 0; i < flood; ++i) {
+    uint8_t h[16];
+    store_be64(h, ihaveopt);
+    store_be32(h + 8, static_cast<uint32_t>(option::list));
+    store_be32(h + 12, 0);
+    options.insert(options.end(), h, h + 16);
+  }
+  ASSERT_TRUE(c.send(options));
+  std::this_thread::sleep_for(200ms);
+  std::thread stopping([&] { s.stop(); });
+  std::this_thread::sleep_for(100ms);
+  bool shutdown_seen = false;
+  for (int i = 0; i < flood && !shutdown_seen; ++i) {
+    auto r = c.reply();
+    if (!r) break;
+    shutdown_seen = r->type == reply_type::err_shutdown;
+  }
+  EXPECT_TRUE(shutdown_seen);
+  EXPECT_TRUE(c.closed_by_peer());
+  stopping.join();
 }
 
 }  // namespace
