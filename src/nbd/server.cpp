@@ -195,6 +195,8 @@ struct server::connection {
 
 server::server(backend& storage, server_options options)
     : storage_(storage), options_(std::move(options)) {
+  if (options_.tls != tls_mode::off && (!options_.tls_keys || options_.tls_keys->entries.empty()))
+    throw status_error(status::invalid_value, "nbd: TLS needs pre-shared keys");
   read_only_ = options_.read_only || storage_.read_only();
   options_.max_block_size = std::min(options_.max_block_size, storage_.max_io());
   if (options_.max_in_flight == 0) options_.max_in_flight = 1;
@@ -352,7 +354,10 @@ void server::run() {
       // A handshaking client's next option is answered ERR_SHUTDOWN (proto.md) while the drain
       // lasts; one in the middle of its TLS handshake cannot be answered and is closed.
       for (auto& [p, c] : connections_) {
-        if (!c->transmission && !c->dead && c->at == connection::phase::tls) close_connection(*c);
+        if (!c->transmission && !c->dead && c->at == connection::phase::tls) {
+          if (c->tls != nullptr) ++counters_.tls_failures;
+          close_connection(*c);
+        }
         mark(*c);
       }
     }
@@ -553,6 +558,8 @@ void server::on_readable(connection& c) {
         c.at = connection::phase::request_header;
         submit_io(c, c.receiving);
       }
+      // As below: a record larger than the segment it filled leaves bytes with GnuTLS.
+      if (c.tls_pending() && reading_allowed(c)) on_readable(c);
       return;
     }
   } else {
@@ -568,6 +575,9 @@ void server::on_readable(connection& c) {
       c.last_input = now_;
       c.in_end += static_cast<size_t>(n);
       (void)process_input(c);
+      // Bytes GnuTLS decrypted and still holds get no readiness event: read on while the
+      // protocol takes them (bounded by one record; each round consumes some).
+      if (c.tls_pending() && reading_allowed(c)) on_readable(c);
       return;
     }
   }
@@ -676,8 +686,13 @@ bool server::process_input(connection& c) {
         if (c.discarding_option) {
           c.discarding_option = false;
           reply r;
-          append_option_reply(r.extra, c.opt.option, reply_type::err_too_big,
-                              std::string_view("option too long"));
+          // FORCEDTLS: before the upgrade every option but STARTTLS and ABORT is TLS_REQD.
+          if (options_.tls == tls_mode::require && !c.tls_up())
+            append_option_reply(r.extra, c.opt.option, reply_type::err_tls_reqd,
+                                std::string_view("TLS is required: send NBD_OPT_STARTTLS first"));
+          else
+            append_option_reply(r.extra, c.opt.option, reply_type::err_too_big,
+                                std::string_view("option too long"));
           queue_reply(c, std::move(r));
           c.at = phase::option_header;
         } else {
@@ -1273,7 +1288,7 @@ int server::close_expired() {
       expired.emplace_back(&c, fmt::format("was idle for {} ms", idle_bound.count()));
   }
   for (auto& [c, why] : expired) {
-    if (c->at == connection::phase::tls) ++counters_.tls_failures;
+    if (c->at == connection::phase::tls && c->tls != nullptr) ++counters_.tls_failures;
     ++counters_.timed_out;
     ZC_LOG_WARN("nbd: a client {}: closed", why);
     close_connection(*c);
@@ -1346,9 +1361,14 @@ void server::begin_tls(connection& c) {
     close_connection(c);
     return;
   }
+  // What was negotiated in plain text does not hold inside TLS: a man in the middle may have
+  // added it (nbdkit's CVE-2021-3716). The client negotiates again over TLS.
+  c.structured = false;
+  c.meta_context = false;
   try {
     c.tls = std::make_unique<storage::tls_session>(storage::tls_session::role::server,
-                                                   options_.tls_keys, c.fd.get());
+                                                   options_.tls_keys, c.fd.get(),
+                                                   storage::tls_psk_priority_with_1_2);
   } catch (const std::exception& e) {
     ZC_LOG_ERROR("nbd: TLS session: {}", e.what());
     ++counters_.tls_failures;

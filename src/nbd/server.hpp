@@ -69,7 +69,9 @@ struct server_counters {
   uint64_t requests = 0;
   uint64_t io_errors = 0;
   uint64_t tls_sessions = 0;  // TLS handshakes completed
-  uint64_t tls_failures = 0;  // TLS handshakes failed (wrong key, not TLS, timed out)
+  // TLS handshakes begun and never completed: a wrong key, no TLS, the deadline, a close or a
+  // stop in the middle.
+  uint64_t tls_failures = 0;
 };
 
 class server {

@@ -117,7 +117,8 @@ void check(int rc, const char* what) {
 
 }  // namespace
 
-tls_session::tls_session(role side, std::shared_ptr<const psk_file> keys, int fd)
+tls_session::tls_session(role side, std::shared_ptr<const psk_file> keys, int fd,
+                         const char* priority)
     : creds_(std::make_unique<credentials>()), keys_(std::move(keys)) {
   if (!keys_ || keys_->entries.empty())
     throw status_error(status::initialization, "TLS setup failed: no pre-shared key");
@@ -129,7 +130,7 @@ tls_session::tls_session(role side, std::shared_ptr<const psk_file> keys, int fd
   check(gnutls_init(&session, flags), "init");
   session_ = session;
   try {
-    configure(side, session);
+    configure(side, session, priority);
   } catch (...) {
     gnutls_deinit(session);  // the destructor does not run for a constructor that throws
     throw;
@@ -137,11 +138,10 @@ tls_session::tls_session(role side, std::shared_ptr<const psk_file> keys, int fd
   gnutls_transport_set_int(session, fd);
 }
 
-void tls_session::configure(role side, gnutls_session_int* session) {
+void tls_session::configure(role side, gnutls_session_int* session, const char* priority) {
   gnutls_session_set_ptr(session, this);
   const char* where = nullptr;
-  if (int rc = gnutls_priority_set_direct(session, tls_psk_priority, &where); rc < 0)
-    check(rc, "priority");
+  if (int rc = gnutls_priority_set_direct(session, priority, &where); rc < 0) check(rc, "priority");
   if (side == role::client) {
     check(gnutls_psk_allocate_client_credentials(&creds_->client), "client credentials");
     const psk_entry& first = keys_->entries.front();

@@ -30,6 +30,10 @@ inline constexpr std::chrono::seconds tls_handshake_timeout{5};
 // ephemeral (EC)DH for forward secrecy); no certificates.
 inline constexpr const char* tls_psk_priority =
     "NORMAL:-VERS-ALL:+VERS-TLS1.3:-KX-ALL:+ECDHE-PSK:+DHE-PSK:+PSK";
+// The same with TLS 1.2 as well, for protocols whose peers may be older: NBD's proto.md says
+// implementations MUST support TLS 1.2 (a 1.3 client still gets 1.3).
+inline constexpr const char* tls_psk_priority_with_1_2 =
+    "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-KX-ALL:+ECDHE-PSK:+DHE-PSK:+PSK";
 
 // One line of a key file: "identity:hexkey".
 struct psk_entry {
@@ -67,8 +71,10 @@ class tls_session {
   enum class role { client, server };
   enum class step { done, again, failed };
 
-  // Throws status_error(initialization) when GnuTLS cannot set the session up.
-  tls_session(role side, std::shared_ptr<const psk_file> keys, int fd);
+  // Throws status_error(initialization) when GnuTLS cannot set the session up. `priority`: a
+  // GnuTLS priority string of PSK key exchanges (tls_psk_priority or tls_psk_priority_with_1_2).
+  tls_session(role side, std::shared_ptr<const psk_file> keys, int fd,
+              const char* priority = tls_psk_priority);
   ~tls_session();
   tls_session(const tls_session&) = delete;
   tls_session& operator=(const tls_session&) = delete;
@@ -109,7 +115,7 @@ class tls_session {
 
  private:
   // Priority, credentials and the key lookup. Throws status_error(initialization).
-  void configure(role side, gnutls_session_int* session);
+  void configure(role side, gnutls_session_int* session, const char* priority);
 
   gnutls_session_int* session_ = nullptr;
   struct credentials;

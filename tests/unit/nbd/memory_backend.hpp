@@ -1,11 +1,13 @@
 // A storage backend in memory, for the server's tests only: a fixed number of ios, each with its
-// own buffer of max_io bytes, completed at once (on submit) but handed back through the same
-// eventfd-signalled path as the real one. Optional faults: every IO at one offset fails.
+// own buffer of max_io bytes (one segment, or segments of `segment` bytes, as host_backend cuts
+// its slices), completed at once (on submit) but handed back through the same eventfd-signalled
+// path as the real one. Optional faults: every IO at one offset fails.
 #pragma once
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -17,8 +19,13 @@ namespace zc::nbd::test {
 class memory_backend final : public backend {
  public:
   memory_backend(uint64_t size, uint32_t block, uint32_t max_io, uint32_t ios,
-                 bool read_only = false)
-      : data_(size), block_(block), max_io_(max_io), read_only_(read_only), ios_(ios) {
+                 bool read_only = false, uint32_t segment = 0)
+      : data_(size),
+        block_(block),
+        max_io_(max_io),
+        segment_(segment == 0 ? max_io : segment),
+        read_only_(read_only),
+        ios_(ios) {
     fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     for (auto& s : ios_) {
       s.memory.resize(max_io_);
@@ -39,8 +46,10 @@ class memory_backend final : public backend {
     free_.pop_back();
     s->x = io{};
     s->x.length = length;
-    s->vec = {s->memory.data(), length};
-    s->x.segments = {&s->vec, length == 0 ? 0u : 1u};
+    s->vecs.clear();
+    for (uint32_t at = 0; at < length; at += segment_)
+      s->vecs.push_back({s->memory.data() + at, std::min(segment_, length - at)});
+    s->x.segments = s->vecs;
     return &s->x;
   }
 
@@ -49,10 +58,15 @@ class memory_backend final : public backend {
     if (fail_offset_ && x.kind != io_kind::flush && *fail_offset_ >= x.offset &&
         *fail_offset_ < x.offset + x.length) {
       x.result = status::io_failed;
-    } else if (x.kind == io_kind::read) {
-      std::memcpy(x.segments[0].iov_base, data_.data() + x.offset, x.length);
-    } else if (x.kind == io_kind::write) {
-      std::memcpy(data_.data() + x.offset, x.segments[0].iov_base, x.length);
+    } else if (x.kind == io_kind::read || x.kind == io_kind::write) {
+      uint64_t at = x.offset;
+      for (const iovec& v : x.segments) {
+        if (x.kind == io_kind::read)
+          std::memcpy(v.iov_base, data_.data() + at, v.iov_len);
+        else
+          std::memcpy(data_.data() + at, v.iov_base, v.iov_len);
+        at += v.iov_len;
+      }
     } else {
       ++flushes;
     }
@@ -79,12 +93,13 @@ class memory_backend final : public backend {
  private:
   struct slot {
     io x;  // first: release() casts the io back to its slot
-    iovec vec{};
+    std::vector<iovec> vecs;
     std::vector<uint8_t> memory;
   };
   std::vector<uint8_t> data_;
   uint32_t block_;
   uint32_t max_io_;
+  uint32_t segment_;
   bool read_only_;
   std::vector<slot> ios_;
   std::vector<slot*> free_;

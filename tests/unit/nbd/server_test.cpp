@@ -5,6 +5,7 @@
 #include "nbd/server.hpp"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -67,9 +68,10 @@ std::vector<uint8_t> pattern(size_t size, uint32_t seed) {
 // The server on its own thread, over a memory backend.
 class served {
  public:
-  explicit served(server_options options = {}, uint32_t ios = 32, bool backend_read_only = false)
+  explicit served(server_options options = {}, uint32_t ios = 32, bool backend_read_only = false,
+                  uint32_t segment = 0)
       : dir_(fs::temp_directory_path() / zc::test::unique_name("nbd")),
-        backend_(disk_size, block, max_io, ios, backend_read_only) {
+        backend_(disk_size, block, max_io, ios, backend_read_only, segment) {
     fs::create_directories(dir_);
     socket_ = (dir_ / "sock").string();
     srv_ = std::make_unique<server>(backend_, std::move(options));
@@ -324,12 +326,14 @@ sock = SOCK
 def uri(name=''):
     return 'nbd+unix:///' + name + '?socket=' + sock
 
+def errno_of(e):
+    return e.errno if isinstance(e.errno, int) else getattr(errno, e.errno)  # a name in 1.14
+
 def expect_errno(f, want, what):
     try:
         f()
     except nbd.Error as e:
-        got = e.errno if isinstance(e.errno, int) else getattr(errno, e.errno)  # a name in 1.14
-        assert got == want, '%s: errno %s, wanted %s (%s)' % (what, e.errno, want, e)
+        assert errno_of(e) == want, '%s: errno %s, wanted %s (%s)' % (what, e.errno, want, e)
         print('ok:', what)
         return
     raise AssertionError(what + ': no error')
@@ -344,11 +348,7 @@ h.opt_list(lambda name, desc: names.append(name))
 assert names == ['disk'], names
 print('ok: list')
 h.set_export_name('nope')
-try:
-    h.opt_info()
-    raise AssertionError('INFO on an unknown export succeeded')
-except nbd.Error as e:
-    print('ok: unknown export refused:', e)
+expect_errno(lambda: h.opt_info(), errno.ENOENT, 'unknown export refused (ERR_UNKNOWN)')
 h.set_export_name('disk')
 h.opt_info()
 assert h.get_size() == SIZE, h.get_size()
@@ -381,7 +381,8 @@ h.block_status(65536, 0, lambda ctx, off, ents, err: extents.append((ctx, off, l
 assert extents == [('base:allocation', 0, [65536, 0])], extents
 print('ok: block status')
 expect_errno(lambda: h.pread(512, 0), errno.EINVAL, 'unaligned read')
-expect_errno(lambda: h.pread(4096, 4096 - 1 + SIZE), errno.EINVAL, 'read past the end')
+expect_errno(lambda: h.pread(4096, SIZE), errno.EINVAL, 'read past the end')
+expect_errno(lambda: h.pread(8192, SIZE - 4096), errno.EINVAL, 'read across the end')
 expect_errno(lambda: h.pwrite(b'x' * 4096, SIZE), errno.ENOSPC, 'write past the end')
 expect_errno(lambda: h.pread(4096, BAD), errno.EIO, 'storage error')
 assert h.pread(4096, 0) == bytes(4096)
@@ -595,6 +596,34 @@ TEST(nbd_server, hostile_input_closes_that_connection_only_and_leaks_nothing) {
     EXPECT_TRUE(c.closed_by_peer());
   }
   {
+    // An option longer than the cap, sent whole: read past, refused, and the handshake goes on.
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start());
+    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::go), std::vector<uint8_t>(100000, 0)));
+    auto r = c.reply();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->type, reply_type::err_too_big);
+    EXPECT_TRUE(c.go());
+  }
+  {
+    // A WRITE longer than the largest accepted, sent whole: refused EINVAL after its payload is
+    // read past, and the connection goes on serving.
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start());
+    ASSERT_TRUE(c.go());
+    ASSERT_TRUE(c.request(command::write, 7, 0, max_io + block));
+    ASSERT_TRUE(c.send(std::vector<uint8_t>(max_io + block, 0x33)));
+    auto rep = c.simple_reply();
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->first, static_cast<uint32_t>(error_code::einval));
+    EXPECT_EQ(rep->second, 7u);
+    ASSERT_TRUE(c.request(command::read, 8, 0, block));
+    rep = c.simple_reply();
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->first, 0u);
+    EXPECT_EQ(c.recv(block).size(), block);
+  }
+  {
     // A huge option length, then the client goes away in the middle of it.
     raw_client c(s.socket_path());
     ASSERT_TRUE(c.start());
@@ -766,17 +795,36 @@ TEST(nbd_server, a_handshake_that_stalls_is_closed) {
   EXPECT_TRUE(next.go());
 }
 
+// A stop with a reply half sent and a request waiting for memory: the reply goes out whole, the
+// waiting request is answered ESHUTDOWN, then both connections close.
 TEST(nbd_server, stop_finishes_what_is_in_flight) {
-  served s;
-  raw_client c(s.socket_path());
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.go());
-  ASSERT_TRUE(c.request(command::read, 1, 0, 4096));
-  auto rep = c.simple_reply();
+  served s({}, 1);  // one io for everybody: the second client's request waits for the first's
+  const auto bytes = pattern(max_io, 5);
+  std::copy(bytes.begin(), bytes.end(), s.backend().bytes().begin());
+  raw_client big(s.socket_path());
+  ASSERT_TRUE(big.start());
+  ASSERT_TRUE(big.go());
+  ASSERT_TRUE(big.request(command::read, 1, 0, max_io));  // larger than the socket buffers
+  raw_client small(s.socket_path());
+  ASSERT_TRUE(small.start());
+  ASSERT_TRUE(small.go());
+  ASSERT_TRUE(small.request(command::read, 2, 0, block));
+  std::this_thread::sleep_for(100ms);  // the first reply is stuck in the socket, the second waits
+  std::thread stopping([&] { s.stop(); });
+  std::this_thread::sleep_for(100ms);
+  auto rep = big.simple_reply();
   ASSERT_TRUE(rep);
-  EXPECT_EQ(c.recv(4096).size(), 4096u);
-  s.stop();
-  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_EQ(rep->first, 0u);
+  EXPECT_EQ(rep->second, 1u);
+  EXPECT_TRUE(big.recv(max_io) == bytes);
+  rep = small.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, static_cast<uint32_t>(error_code::eshutdown));
+  EXPECT_EQ(rep->second, 2u);
+  EXPECT_TRUE(big.closed_by_peer());
+  EXPECT_TRUE(small.closed_by_peer());
+  stopping.join();
+  EXPECT_EQ(s.backend().free_ios(), 1u);
 }
 
 // ---- TLS: STARTTLS with pre-shared keys, as nbdkit's --tls and --tls-psk
@@ -807,6 +855,16 @@ server_options tls_options(tls_mode mode, const key_file& keys) {
   o.tls = mode;
   o.tls_keys = keys.keys();
   return o;
+}
+
+// An option as a client sends it: header and data.
+std::vector<uint8_t> option_bytes(option o, const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> h(16);
+  store_be64(h.data(), ihaveopt);
+  store_be32(h.data() + 8, static_cast<uint32_t>(o));
+  store_be32(h.data() + 12, static_cast<uint32_t>(data.size()));
+  h.insert(h.end(), data.begin(), data.end());
+  return h;
 }
 
 // libnbd's TLS URI: the identity is the user, the key file a query parameter.
@@ -889,49 +947,335 @@ TEST(nbd_server_tls, tls_on_serves_plain_and_tls_clients) {
   EXPECT_EQ(s.srv().counters().tls_sessions, 1u);
 }
 
-TEST(nbd_server_tls, starttls_refusals_and_a_silent_upgrade) {
+TEST(nbd_server_tls, starttls_without_tls_is_refused_by_policy_and_the_session_goes_on) {
+  served off;  // NOTLS
+  raw_client c(off.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {}));
+  auto r = c.reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->type, reply_type::err_policy);
+  EXPECT_TRUE(c.go());
+}
+
+TEST(nbd_server_tls, starttls_with_data_is_invalid) {
   key_file keys("alice", alice_key);
-  {
-    served off;  // NOTLS: the policy refuses it, and the session goes on in plain text
-    raw_client c(off.socket_path());
-    ASSERT_TRUE(c.start());
-    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {}));
-    auto r = c.reply();
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->type, reply_type::err_policy);
-    EXPECT_TRUE(c.go());
-  }
+  served s(tls_options(tls_mode::on, keys));
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {1, 2, 3}));
+  auto r = c.reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->type, reply_type::err_invalid);
+  EXPECT_TRUE(c.go());  // plain, as --tls on allows
+}
+
+TEST(nbd_server_tls, a_client_silent_after_the_ack_is_closed_at_the_handshake_deadline) {
+  key_file keys("alice", alice_key);
   auto options = tls_options(tls_mode::on, keys);
   options.handshake_timeout = 300ms;
   served s(options);
-  {
-    raw_client c(s.socket_path());
-    ASSERT_TRUE(c.start());
-    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {1, 2, 3}));  // data: invalid
-    auto r = c.reply();
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->type, reply_type::err_invalid);
-    // Accepted, then silence: the handshake deadline closes the connection.
-    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {}));
-    r = c.reply();
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->type, reply_type::ack);
-    EXPECT_TRUE(c.closed_by_peer());
-  }
-  {
-    // Plain bytes where the TLS handshake belongs: the connection closes.
-    raw_client c(s.socket_path());
-    ASSERT_TRUE(c.start());
-    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {}));
-    auto r = c.reply();
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->type, reply_type::ack);
-    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::go), {0, 0, 0, 0, 0, 0}));
-    EXPECT_TRUE(c.closed_by_peer());
-  }
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {}));
+  auto r = c.reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->type, reply_type::ack);
+  EXPECT_TRUE(c.closed_by_peer());
   s.stop();
-  EXPECT_EQ(s.srv().counters().tls_failures, 2u);
+  EXPECT_EQ(s.srv().counters().tls_failures, 1u);
+}
+
+TEST(nbd_server_tls, plain_bytes_instead_of_a_client_hello_close_the_connection) {
+  key_file keys("alice", alice_key);
+  served s(tls_options(tls_mode::on, keys));
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {}));
+  auto r = c.reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->type, reply_type::ack);
+  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::go), {0, 0, 0, 0, 0, 0}));
+  EXPECT_TRUE(c.closed_by_peer());
+  s.stop();
+  EXPECT_EQ(s.srv().counters().tls_failures, 1u);
   EXPECT_EQ(s.srv().counters().tls_sessions, 0u);
+}
+
+// Plain bytes sent right behind STARTTLS, before its answer: they must never be taken as if they
+// had come through TLS (the STARTTLS injection); the connection closes after the ACK.
+TEST(nbd_server_tls, plain_bytes_pipelined_behind_starttls_close_the_connection) {
+  key_file keys("alice", alice_key);
+  served s(tls_options(tls_mode::on, keys));
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  auto both = option_bytes(option::starttls, {});
+  const auto go = option_bytes(option::go, {0, 0, 0, 0, 0, 0});
+  both.insert(both.end(), go.begin(), go.end());
+  ASSERT_TRUE(c.send(both));
+  auto r = c.reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->type, reply_type::ack);
+  EXPECT_TRUE(c.closed_by_peer());
+}
+
+TEST(nbd_server_tls, an_oversized_option_before_required_tls_gets_tls_reqd) {
+  key_file keys("alice", alice_key);
+  served s(tls_options(tls_mode::require, keys));
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::list),
+                       std::vector<uint8_t>(max_option_length + 1, 0)));
+  auto r = c.reply();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->type, reply_type::err_tls_reqd);
+}
+
+// ---- TLS from inside the test: a client on storage::tls_session, for what libnbd never sends
+
+// NBD in plain text, then through TLS once upgrade() has run. Non-blocking; every wait bounded.
+class tls_client {
+ public:
+  explicit tls_client(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    (void)::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  }
+  ~tls_client() {
+    tls_.reset();
+    ::close(fd_);
+  }
+  int fd() const { return fd_; }
+
+  // Greeting, client flags, STARTTLS and its ACK in plain text, then the handshake.
+  bool start_tls(std::shared_ptr<const storage::psk_file> keys,
+                 const char* priority = storage::tls_psk_priority) {
+    auto greeting = plain_recv(server_greeting_size);
+    if (greeting.size() != server_greeting_size) return false;
+    std::vector<uint8_t> flags(4);
+    store_be32(flags.data(), client_flag::fixed_newstyle | client_flag::no_zeroes);
+    return plain_send(flags) && negotiate_tls(std::move(keys), priority);
+  }
+  // After the client flags: STARTTLS, its ACK, the handshake.
+  bool negotiate_tls(std::shared_ptr<const storage::psk_file> keys,
+                     const char* priority = storage::tls_psk_priority) {
+    if (!plain_send(option_bytes(option::starttls, {}))) return false;
+    if (reply_type_of([&](size_t n) { return plain_recv(n); }) != reply_type::ack) return false;
+    tls_ = std::make_unique<storage::tls_session>(storage::tls_session::role::client,
+                                                  std::move(keys), fd_, priority);
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    for (;;) {
+      const auto step = tls_->handshake();
+      if (step == storage::tls_session::step::done) return true;
+      if (step == storage::tls_session::step::failed) return false;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      wait(tls_->wants_write() ? POLLOUT : POLLIN);
+    }
+  }
+  bool plain_send(const std::vector<uint8_t>& bytes) {
+    size_t done = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (done < bytes.size()) {
+      const ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+      if (n > 0) {
+        done += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EAGAIN && std::chrono::steady_clock::now() < deadline) {
+        wait(POLLOUT);
+      } else {
+        return false;
+      }
+    }
+    return true;
+  }
+  std::vector<uint8_t> plain_recv(size_t size) {
+    std::vector<uint8_t> out(size);
+    size_t got = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (got < size) {
+      const ssize_t n = ::recv(fd_, out.data() + got, size - got, 0);
+      if (n > 0) {
+        got += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EAGAIN && std::chrono::steady_clock::now() < deadline) {
+        wait(POLLIN);
+      } else {
+        return {};
+      }
+    }
+    return out;
+  }
+  // One call of tls_session::send per 16 KiB at most: each call is one TLS record.
+  bool send(const std::vector<uint8_t>& bytes) {
+    using state = storage::tls_session::io_result::state;
+    size_t done = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (done < bytes.size()) {
+      const auto r = tls_->send(bytes.data() + done, bytes.size() - done);
+      if (r.what == state::ok) {
+        done += r.bytes;
+      } else if (r.what == state::again && std::chrono::steady_clock::now() < deadline) {
+        wait(POLLOUT);
+      } else {
+        return false;
+      }
+    }
+    return true;
+  }
+  std::vector<uint8_t> recv(size_t size) {
+    using state = storage::tls_session::io_result::state;
+    std::vector<uint8_t> out(size);
+    size_t got = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (got < size) {
+      const auto r = tls_->recv(out.data() + got, size - got);
+      if (r.what == state::ok) {
+        got += r.bytes;
+      } else if (r.what == state::again && std::chrono::steady_clock::now() < deadline) {
+        wait(POLLIN);
+      } else {
+        return {};
+      }
+    }
+    return out;
+  }
+  // An option reply's type (its data read past); 0 when none came.
+  template <typename Receive>
+  static uint32_t reply_type_of(Receive&& receive) {
+    auto h = receive(option_reply_header_size);
+    if (h.size() != option_reply_header_size || load_be64(h.data()) != option_reply_magic) return 0;
+    const uint32_t length = load_be32(h.data() + 16);
+    if (length != 0 && receive(length).size() != length) return 0;
+    return load_be32(h.data() + 12);
+  }
+  uint32_t reply_type() {
+    return reply_type_of([&](size_t n) { return recv(n); });
+  }
+  bool go() {
+    if (!send(option_bytes(option::go, {0, 0, 0, 0, 0, 0}))) return false;
+    for (;;) {
+      const uint32_t type = reply_type();
+      if (type == reply_type::ack) return true;
+      if (type != reply_type::info) return false;
+    }
+  }
+
+ private:
+  void wait(short events) {
+    pollfd p{fd_, events, 0};
+    (void)::poll(&p, 1, 100);
+  }
+  int fd_ = -1;
+  std::unique_ptr<storage::tls_session> tls_;
+};
+
+std::vector<uint8_t> request_bytes(command c, uint64_t cookie, uint64_t offset, uint32_t length) {
+  std::vector<uint8_t> h(request_header_size);
+  store_be32(h.data(), request_magic);
+  store_be16(h.data() + 4, 0);
+  store_be16(h.data() + 6, static_cast<uint16_t>(c));
+  store_be64(h.data() + 8, cookie);
+  store_be64(h.data() + 16, offset);
+  store_be32(h.data() + 24, length);
+  return h;
+}
+
+// A record that ends one WRITE's payload and carries the next request: the server fills 4 KiB
+// segments one by one, and what GnuTLS still holds after each must be read on without a
+// readiness event (none comes: the socket is empty).
+TEST(nbd_server_tls, bytes_tls_holds_after_a_segment_is_full_are_served) {
+  key_file keys("alice", alice_key);
+  served s(tls_options(tls_mode::require, keys), 8, false, 4096);
+  tls_client c(s.socket_path());
+  ASSERT_TRUE(c.start_tls(keys.keys()));
+  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(c.send(request_bytes(command::write, 1, 0, 3 * block)));  // a record of its own
+  std::this_thread::sleep_for(100ms);  // the server has read it and waits for the payload
+  auto record = pattern(3 * block, 5);
+  const auto payload = record;
+  const auto flush = request_bytes(command::flush, 2, 0, 0);
+  record.insert(record.end(), flush.begin(), flush.end());
+  ASSERT_TRUE(c.send(record));  // one record: three segments' worth and a FLUSH
+  std::vector<uint64_t> cookies;
+  for (int i = 0; i < 2; ++i) {
+    auto r = c.recv(simple_reply_size);
+    ASSERT_EQ(r.size(), simple_reply_size) << "stalled with decrypted bytes left in GnuTLS";
+    EXPECT_EQ(load_be32(r.data() + 4), 0u);
+    cookies.push_back(load_be64(r.data() + 8));
+  }
+  EXPECT_EQ(cookies, (std::vector<uint64_t>{1, 2}));
+  s.stop();
+  EXPECT_TRUE(std::equal(payload.begin(), payload.end(), s.backend().bytes().begin()));
+}
+
+// What was negotiated in plain text is forgotten by STARTTLS: a man in the middle could have
+// added it (nbdkit's CVE-2021-3716). Structured replies asked for before TLS are not used after.
+TEST(nbd_server_tls, options_negotiated_before_starttls_do_not_hold_inside_tls) {
+  key_file keys("alice", alice_key);
+  served s(tls_options(tls_mode::on, keys));
+  tls_client c(s.socket_path());
+  ASSERT_EQ(c.plain_recv(server_greeting_size).size(), server_greeting_size);
+  std::vector<uint8_t> flags(4);
+  store_be32(flags.data(), client_flag::fixed_newstyle | client_flag::no_zeroes);
+  ASSERT_TRUE(c.plain_send(flags));
+  ASSERT_TRUE(c.plain_send(option_bytes(option::structured_reply, {})));
+  ASSERT_EQ(tls_client::reply_type_of([&](size_t n) { return c.plain_recv(n); }), reply_type::ack);
+  ASSERT_TRUE(c.negotiate_tls(keys.keys()));
+  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(c.send(request_bytes(command::read, 7, 0, block)));
+  auto r = c.recv(simple_reply_size);
+  ASSERT_EQ(r.size(), simple_reply_size);
+  EXPECT_EQ(load_be32(r.data()), simple_reply_magic) << "a structured reply inside TLS";
+}
+
+TEST(nbd_server_tls, starttls_inside_tls_is_invalid_and_the_session_goes_on) {
+  key_file keys("alice", alice_key);
+  served s(tls_options(tls_mode::require, keys));
+  tls_client c(s.socket_path());
+  ASSERT_TRUE(c.start_tls(keys.keys()));
+  ASSERT_TRUE(c.send(option_bytes(option::starttls, {})));
+  EXPECT_EQ(c.reply_type(), reply_type::err_invalid);
+  ASSERT_TRUE(c.send(option_bytes(option::list, {})));
+  EXPECT_EQ(c.reply_type(), reply_type::server);
+  EXPECT_EQ(c.reply_type(), reply_type::ack);
+  EXPECT_TRUE(c.go());
+}
+
+// proto.md: implementations MUST support TLS 1.2.
+TEST(nbd_server_tls, a_tls_1_2_client_is_served) {
+  key_file keys("alice", alice_key);
+  served s(tls_options(tls_mode::require, keys));
+  tls_client c(s.socket_path());
+  ASSERT_TRUE(
+      c.start_tls(keys.keys(), "NORMAL:-VERS-ALL:+VERS-TLS1.2:-KX-ALL:+ECDHE-PSK:+DHE-PSK:+PSK"));
+  EXPECT_TRUE(c.go());
+}
+
+// Replies larger than the socket takes, to a reader with a small buffer: GnuTLS answers EAGAIN
+// in the middle and the same bytes are offered again; every byte arrives as it was stored.
+TEST(nbd_server_tls, large_replies_to_a_slow_reader_arrive_intact) {
+  key_file keys("alice", alice_key);
+  served s(tls_options(tls_mode::require, keys));
+  const auto bytes = pattern(8 * max_io, 99);
+  std::copy(bytes.begin(), bytes.end(), s.backend().bytes().begin());
+  tls_client c(s.socket_path());
+  const int small = 4096;
+  ::setsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  ASSERT_TRUE(c.start_tls(keys.keys()));
+  ASSERT_TRUE(c.go());
+  for (uint64_t i = 0; i < 8; ++i)
+    ASSERT_TRUE(c.send(request_bytes(command::read, i, i * max_io, max_io)));
+  std::this_thread::sleep_for(200ms);
+  for (int i = 0; i < 8; ++i) {
+    auto h = c.recv(simple_reply_size);
+    ASSERT_EQ(h.size(), simple_reply_size);
+    ASSERT_EQ(load_be32(h.data() + 4), 0u);
+    const uint64_t cookie = load_be64(h.data() + 8);
+    ASSERT_LT(cookie, 8u);
+    auto data = c.recv(max_io);
+    ASSERT_EQ(data.size(), max_io);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), bytes.begin() + cookie * max_io)) << cookie;
+  }
 }
 
 // ---- bounds: no client keeps memory, slots or the server for ever
