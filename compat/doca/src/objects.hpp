@@ -13,6 +13,7 @@
 #include <doca_mmap.h>
 #include <doca_pe.h>
 #include <doca_rdma.h>
+#include <doca_sync_event.h>
 
 #include <deque>
 #include <memory>
@@ -29,6 +30,7 @@
 #include "core/memory_map.hpp"
 #include "core/progress_engine.hpp"
 #include "core/status.hpp"
+#include "core/sync_event.hpp"
 
 namespace zc::doca {
 
@@ -155,19 +157,42 @@ enum class zc_doca_task_type {
   rdma_read,
   rdma_atomic_cmp_swp,
   rdma_atomic_fetch_add,
+  rdma_remote_sync_event_get,
+  rdma_remote_sync_event_notify_set,
+  rdma_remote_sync_event_notify_add,
 };
 struct doca_task {
   zc_doca_task_type type = zc_doca_task_type::rdma_send;
   doca_ctx* ctx = nullptr;
   zc::core::task_base* zc = nullptr;  // the zcstore task while allocated
   union doca_data user_data {};
-  doca_buf* src = nullptr;     // receive, atomics: unused
-  doca_buf* dst = nullptr;     // sends: unused
-  doca_buf* result = nullptr;  // atomics only
-  uint32_t immediate = 0;      // send/write with immediate, as the program gave it
-  uint64_t operand0 = 0;       // compare-and-swap: compare; fetch-and-add: add
-  uint64_t operand1 = 0;       // compare-and-swap: swap
+  doca_buf* src = nullptr;                      // receive, atomics: unused
+  doca_buf* dst = nullptr;                      // sends: unused
+  doca_buf* result = nullptr;                   // atomics only
+  uint32_t immediate = 0;                       // send/write with immediate, as the program gave it
+  uint64_t operand0 = 0;                        // compare-and-swap: compare; fetch-and-add: add
+  uint64_t operand1 = 0;                        // compare-and-swap: swap
+  doca_sync_event_remote_net* event = nullptr;  // remote sync event tasks only
   doca_error_t status = DOCA_SUCCESS;
   // Submits the task through its context, by type (rdma.cpp).
   doca_error_t (*submit)(doca_task& task) noexcept = nullptr;
+};
+
+// A sync event: its counter is a zc::core::sync_event, or 8 bytes of the program's own
+// (doca_sync_event_set_addr) wrapped in a memory map. Either way the map is what an export names.
+struct doca_sync_event {
+  std::unique_ptr<zc::core::sync_event> zc;           // unless set_addr gave the counter
+  std::unique_ptr<zc::core::memory_map> program_map;  // set_addr's 8 bytes
+  uint64_t* counter = nullptr;                        // in one of the two
+  zc::core::memory_map* map = nullptr;                // the one holding counter
+  bool started = false;
+  bool publisher_declared = false;
+  bool subscriber_declared = false;
+  bool remote_net_publisher = false;       // export_to_remote_net needs it
+  std::vector<uint8_t> remote_net_export;  // the blob handed out, while started
+};
+
+// A peer's sync event: the map imported from its export (8 bytes, read/write/atomic).
+struct doca_sync_event_remote_net {
+  std::unique_ptr<zc::core::memory_map> map;
 };
