@@ -160,6 +160,11 @@ enum class zc_doca_task_type {
   rdma_remote_sync_event_get,
   rdma_remote_sync_event_notify_set,
   rdma_remote_sync_event_notify_add,
+  sync_event_get,
+  sync_event_notify_set,
+  sync_event_notify_add,
+  sync_event_wait_eq,
+  sync_event_wait_neq,
 };
 struct doca_task {
   zc_doca_task_type type = zc_doca_task_type::rdma_send;
@@ -173,23 +178,10 @@ struct doca_task {
   uint64_t operand0 = 0;                        // compare-and-swap: compare; fetch-and-add: add
   uint64_t operand1 = 0;                        // compare-and-swap: swap
   doca_sync_event_remote_net* event = nullptr;  // remote sync event tasks only
+  uint64_t* value_ptr = nullptr;  // sync event get: where the value goes; notify_add: the old one
   doca_error_t status = DOCA_SUCCESS;
   // Submits the task through its context, by type (rdma.cpp).
   doca_error_t (*submit)(doca_task& task) noexcept = nullptr;
-};
-
-// A sync event: its counter is a zc::core::sync_event, or 8 bytes of the program's own
-// (doca_sync_event_set_addr) wrapped in a memory map. Either way the map is what an export names.
-struct doca_sync_event {
-  std::unique_ptr<zc::core::sync_event> zc;           // unless set_addr gave the counter
-  std::unique_ptr<zc::core::memory_map> program_map;  // set_addr's 8 bytes
-  uint64_t* counter = nullptr;                        // in one of the two
-  zc::core::memory_map* map = nullptr;                // the one holding counter
-  bool started = false;
-  bool publisher_declared = false;
-  bool subscriber_declared = false;
-  bool remote_net_publisher = false;       // export_to_remote_net needs it
-  std::vector<uint8_t> remote_net_export;  // the blob handed out, while started
 };
 
 // A peer's sync event: the map imported from its export (8 bytes, read/write/atomic).

@@ -251,30 +251,176 @@ TEST(doca_sync_event, capabilities_and_unsupported_functions_say_so) {
   EXPECT_EQ(doca_sync_event_cap_is_create_from_export_supported(info), DOCA_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(doca_sync_event_cap_is_export_to_dpa_supported(info), DOCA_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(doca_sync_event_cap_is_export_to_gpu_supported(info), DOCA_ERROR_NOT_SUPPORTED);
-  EXPECT_EQ(doca_sync_event_cap_task_get_is_supported(info), DOCA_ERROR_NOT_SUPPORTED);
-  EXPECT_EQ(doca_sync_event_cap_task_notify_set_is_supported(info), DOCA_ERROR_NOT_SUPPORTED);
-  EXPECT_EQ(doca_sync_event_cap_task_notify_add_is_supported(info), DOCA_ERROR_NOT_SUPPORTED);
-  EXPECT_EQ(doca_sync_event_cap_task_wait_eq_is_supported(info), DOCA_ERROR_NOT_SUPPORTED);
-  EXPECT_EQ(doca_sync_event_cap_task_wait_neq_is_supported(info), DOCA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(doca_sync_event_cap_task_get_is_supported(info), DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_cap_task_notify_set_is_supported(info), DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_cap_task_notify_add_is_supported(info), DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_cap_task_wait_eq_is_supported(info), DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_cap_task_wait_neq_is_supported(info), DOCA_SUCCESS);
   EXPECT_EQ(doca_sync_event_cap_is_export_to_remote_net_supported(nullptr),
             DOCA_ERROR_INVALID_VALUE);
 
   doca_sync_event* event = nullptr;
   ASSERT_EQ(doca_sync_event_create(&event), DOCA_SUCCESS);
-  EXPECT_EQ(doca_sync_event_as_ctx(event), nullptr);
   EXPECT_EQ(doca_sync_event_add_publisher_location_remote_pci(event), DOCA_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(doca_sync_event_add_subscriber_location_gpu(event, nullptr), DOCA_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(doca_sync_event_set_doca_buf(event, nullptr), DOCA_ERROR_NOT_SUPPORTED);
-  doca_sync_event_task_get* task = nullptr;
-  uint64_t value = 0;
-  EXPECT_EQ(doca_sync_event_task_get_alloc_init(event, &value, doca_data{}, &task),
-            DOCA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(doca_sync_event_add_publisher_location_dpa(event, nullptr), DOCA_ERROR_NOT_SUPPORTED);
   const uint8_t* data = nullptr;
   size_t size = 0;
   EXPECT_EQ(doca_sync_event_export_to_remote_pci(event, dev, &data, &size),
             DOCA_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(doca_sync_event_destroy(event), DOCA_SUCCESS);
   EXPECT_EQ(doca_dev_close(dev), DOCA_SUCCESS);
+}
+
+// ---- The event as a DOCA context: tasks complete from doca_pe_progress.
+
+struct context_counts {
+  int completed = 0;
+  int failed = 0;
+  doca_error_t last_error = DOCA_SUCCESS;
+  bool running = false;
+  bool idle = false;
+};
+
+template <typename Task, doca_task* (*as_task)(Task*)>
+void context_completed(Task* task, doca_data, doca_data ctx_data) {
+  EXPECT_EQ(doca_task_get_status(as_task(task)), DOCA_SUCCESS);
+  static_cast<context_counts*>(ctx_data.ptr)->completed++;
+  doca_task_free(as_task(task));
+}
+template <typename Task, doca_task* (*as_task)(Task*)>
+void context_failed(Task* task, doca_data, doca_data ctx_data) {
+  auto* counts = static_cast<context_counts*>(ctx_data.ptr);
+  counts->failed++;
+  counts->last_error = doca_task_get_status(as_task(task));
+  doca_task_free(as_task(task));
+}
+
+void on_context_state(const union doca_data user_data, struct doca_ctx*, enum doca_ctx_states,
+                      enum doca_ctx_states next) {
+  auto* counts = static_cast<context_counts*>(user_data.ptr);
+  counts->running = next == DOCA_CTX_STATE_RUNNING;
+  counts->idle = next == DOCA_CTX_STATE_IDLE;
+}
+
+using se_get = doca_sync_event_task_get;
+using se_set = doca_sync_event_task_notify_set;
+using se_add = doca_sync_event_task_notify_add;
+using se_eq = doca_sync_event_task_wait_eq;
+using se_neq = doca_sync_event_task_wait_neq;
+constexpr auto se_get_task = doca_sync_event_task_get_as_doca_task;
+constexpr auto se_set_task = doca_sync_event_task_notify_set_as_doca_task;
+constexpr auto se_add_task = doca_sync_event_task_notify_add_as_doca_task;
+constexpr auto se_eq_task = doca_sync_event_task_wait_eq_as_doca_task;
+constexpr auto se_neq_task = doca_sync_event_task_wait_neq_as_doca_task;
+
+TEST(doca_sync_event_ctx, tasks_complete_from_progress_and_waits_when_satisfied) {
+  context_counts counts;
+  doca_sync_event* event = nullptr;
+  ASSERT_EQ(doca_sync_event_create(&event), DOCA_SUCCESS);
+  ASSERT_EQ(doca_sync_event_task_get_set_conf(event, context_completed<se_get, se_get_task>,
+                                              context_failed<se_get, se_get_task>, 2),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_sync_event_task_notify_set_set_conf(event, context_completed<se_set, se_set_task>,
+                                                     context_failed<se_set, se_set_task>, 2),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_sync_event_task_notify_add_set_conf(event, context_completed<se_add, se_add_task>,
+                                                     context_failed<se_add, se_add_task>, 2),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_sync_event_task_wait_eq_set_conf(event, context_completed<se_eq, se_eq_task>,
+                                                  context_failed<se_eq, se_eq_task>, 1),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_sync_event_task_wait_neq_set_conf(event, context_completed<se_neq, se_neq_task>,
+                                                   context_failed<se_neq, se_neq_task>, 1),
+            DOCA_SUCCESS);
+  doca_ctx* ctx = doca_sync_event_as_ctx(event);
+  ASSERT_NE(ctx, nullptr);
+  doca_pe* pe = nullptr;
+  ASSERT_EQ(doca_pe_create(&pe), DOCA_SUCCESS);
+  ASSERT_EQ(doca_ctx_set_user_data(ctx, doca_data{.ptr = &counts}), DOCA_SUCCESS);
+  ASSERT_EQ(doca_ctx_set_state_changed_cb(ctx, on_context_state), DOCA_SUCCESS);
+  uint64_t got = 0;
+  se_get* get = nullptr;
+  EXPECT_EQ(doca_sync_event_task_get_alloc_init(event, &got, doca_data{}, &get),
+            DOCA_ERROR_BAD_STATE);  // not started
+  ASSERT_EQ(doca_pe_connect_ctx(pe, ctx), DOCA_SUCCESS);
+  ASSERT_EQ(doca_ctx_start(ctx), DOCA_SUCCESS);
+  doca_pe_progress(pe);
+  ASSERT_TRUE(counts.running);
+  EXPECT_EQ(doca_sync_event_start(event), DOCA_ERROR_BAD_STATE);    // a context now
+  EXPECT_EQ(doca_sync_event_destroy(event), DOCA_ERROR_BAD_STATE);  // running
+
+  ASSERT_EQ(doca_sync_event_update_set(event, 33), DOCA_SUCCESS);
+  ASSERT_EQ(doca_sync_event_task_get_alloc_init(event, &got, doca_data{}, &get), DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_task_get_get_ret_val_ptr(get), &got);
+  ASSERT_EQ(doca_task_submit(se_get_task(get)), DOCA_SUCCESS);
+  EXPECT_EQ(counts.completed, 0);  // callbacks run from progress only
+  doca_pe_progress(pe);
+  EXPECT_EQ(counts.completed, 1);
+  EXPECT_EQ(got, 33u);
+
+  se_set* set = nullptr;
+  ASSERT_EQ(doca_sync_event_task_notify_set_alloc_init(event, 100, doca_data{}, &set),
+            DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_task_notify_set_get_set_val(set), 100u);
+  ASSERT_EQ(doca_task_submit(se_set_task(set)), DOCA_SUCCESS);
+  uint64_t fetched = 0;
+  se_add* add = nullptr;
+  ASSERT_EQ(doca_sync_event_task_notify_add_alloc_init(event, 5, &fetched, doca_data{}, &add),
+            DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_task_notify_add_get_inc_val(add), 5u);
+  ASSERT_EQ(doca_task_submit(se_add_task(add)), DOCA_SUCCESS);
+  doca_pe_progress(pe);
+  EXPECT_EQ(counts.completed, 3);
+  EXPECT_EQ(fetched, 100u);
+  EXPECT_EQ(value_of(event), 105u);
+
+  // Waits complete from the progress call that finds them satisfied, not before.
+  se_eq* eq = nullptr;
+  ASSERT_EQ(doca_sync_event_task_wait_eq_alloc_init(event, 0x200, 0xff00, doca_data{}, &eq),
+            DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_task_wait_eq_get_mask(eq), 0xff00u);
+  ASSERT_EQ(doca_task_submit(se_eq_task(eq)), DOCA_SUCCESS);
+  se_eq* second = nullptr;
+  EXPECT_EQ(doca_sync_event_task_wait_eq_alloc_init(event, 1, all_bits, doca_data{}, &second),
+            DOCA_ERROR_NO_MEMORY);  // a pool of one
+  se_neq* neq = nullptr;
+  ASSERT_EQ(doca_sync_event_task_wait_neq_alloc_init(event, 105, all_bits, doca_data{}, &neq),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_task_submit(se_neq_task(neq)), DOCA_SUCCESS);
+  for (int i = 0; i < 10; ++i) doca_pe_progress(pe);
+  EXPECT_EQ(counts.completed, 3);
+  size_t inflight = 0;
+  EXPECT_EQ(doca_ctx_get_num_inflight_tasks(ctx, &inflight), DOCA_SUCCESS);
+  EXPECT_EQ(inflight, 2u);
+  ASSERT_EQ(doca_sync_event_update_set(event, 0x2ff), DOCA_SUCCESS);  // both hold now
+  doca_pe_progress(pe);
+  EXPECT_EQ(counts.completed, 5);
+  EXPECT_EQ(counts.failed, 0);
+
+  // A wait still pending at stop comes back through its error callback.
+  ASSERT_EQ(doca_sync_event_task_wait_eq_alloc_init(event, 7, all_bits, doca_data{}, &eq),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_task_submit(se_eq_task(eq)), DOCA_SUCCESS);
+  doca_ctx_stop(ctx);
+  for (int i = 0; i < 100 && !counts.idle; ++i) doca_pe_progress(pe);
+  EXPECT_TRUE(counts.idle);
+  EXPECT_EQ(counts.failed, 1);
+  EXPECT_NE(counts.last_error, DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_destroy(event), DOCA_SUCCESS);
+  EXPECT_EQ(doca_pe_destroy(pe), DOCA_SUCCESS);
+}
+
+TEST(doca_sync_event_ctx, a_stand_alone_event_is_no_context) {
+  doca_sync_event* event = nullptr;
+  ASSERT_EQ(doca_sync_event_create(&event), DOCA_SUCCESS);
+  ASSERT_EQ(doca_sync_event_start(event), DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_as_ctx(event), nullptr);
+  EXPECT_EQ(doca_sync_event_task_get_set_conf(event, context_completed<se_get, se_get_task>,
+                                              context_failed<se_get, se_get_task>, 1),
+            DOCA_ERROR_BAD_STATE);
+  EXPECT_EQ(doca_sync_event_destroy(event), DOCA_SUCCESS);
 }
 
 // ---- A peer's remote tasks: a owns no event, b exports one; both rdma contexts in this thread.
