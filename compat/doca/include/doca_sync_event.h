@@ -4,12 +4,13 @@
  * start; then get, set, add and wait from the CPU. For a peer across the network, declare the
  * publisher remote_net, export the event, hand the blob to the peer, which makes a remote handle
  * from it (doca_sync_event_remote_net_create_from_export) and gets, sets or adds through the
- * RDMA remote_net_sync_event tasks of doca_rdma.h.
+ * RDMA remote_net_sync_event tasks of doca_rdma.h. Instead of doca_sync_event_start, an event
+ * may be run as a DOCA context (doca_sync_event_as_ctx, doca_ctx_start) whose tasks complete
+ * from doca_pe_progress(): a program waits on the event without blocking its progress loop.
  *
  * Over zcstore the counter is a zc::core::sync_event (8 bytes exported for RDMA with read, write
- * and atomic rights). DPA, GPU and PCI locations, and the asynchronous sync event context
- * (doca_sync_event_as_ctx and its tasks), return DOCA_ERROR_NOT_SUPPORTED (docs/DOCA_COMPAT.md).
- * The API follows DOCA 2.9.
+ * and atomic rights). DPA, GPU and PCI locations and dma-buf counters return
+ * DOCA_ERROR_NOT_SUPPORTED (docs/DOCA_COMPAT.md). The API follows DOCA 2.9.
  */
 #ifndef ZC_DOCA_SYNC_EVENT_H_
 #define ZC_DOCA_SYNC_EVENT_H_
@@ -156,8 +157,12 @@ DOCA_EXPERIMENTAL doca_error_t doca_sync_event_wait_neq(struct doca_sync_event* 
 DOCA_EXPERIMENTAL doca_error_t doca_sync_event_wait_neq_yield(struct doca_sync_event* event,
                                                               uint64_t value, uint64_t mask);
 
-/* ---- The event as a DOCA context, with asynchronous tasks: not supported here (as_ctx returns
- * NULL; the cap queries NOT_SUPPORTED; the rest DOCA_ERROR_NOT_SUPPORTED or NULL/0). */
+/* ---- The event as a DOCA context. Configure the task pools (*_set_conf) before doca_ctx_start;
+ * a stand-alone started event is no context (as_ctx returns NULL). get, notify_set and
+ * notify_add act at submit and complete from the next doca_pe_progress(); wait_eq and wait_neq
+ * complete from the progress call that finds (counter & mask) == / != wait_val. Waits still
+ * pending when the context stops complete through their error callback. Stopping the context
+ * ends the event's export. */
 
 struct doca_sync_event_task_get;
 struct doca_sync_event_task_notify_set;

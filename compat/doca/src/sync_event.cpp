@@ -209,11 +209,14 @@ uint64_t load(const doca_sync_event& e) noexcept {
 }
 
 // Polls until pred(counter & mask) holds. DOCA's waits have no bound, and a program relies on
-// returning only once the condition holds, so neither has this one.
+// returning only once the condition holds, so neither has this one. While the event is exported,
+// a peer's update arrives through an rdma context of this process: the wait progresses the
+// engines this thread drives (DOCA's samples wait right after connecting, without progressing).
 template <typename Pred>
 doca_error_t wait(doca_sync_event* event, uint64_t mask, bool yield, Pred pred) noexcept {
   if (event == nullptr || event->counter == nullptr) return DOCA_ERROR_INVALID_VALUE;
   while (!pred(load(*event) & mask)) {
+    if (!event->remote_net_export.empty()) progress_engines_of_this_thread();
     if (yield) sched_yield();
   }
   return DOCA_SUCCESS;

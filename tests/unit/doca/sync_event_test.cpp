@@ -665,6 +665,34 @@ TEST_P(doca_sync_event_remote, a_cpu_waiter_wakes_on_a_peers_add) {
   waiter.join();
 }
 
+// DOCA's responder samples connect, then wait on the CPU without calling doca_pe_progress: a NIC
+// serves the peer's update alone. Here the wait serves it, through the engine its thread drives.
+TEST_P(doca_sync_event_remote, owner_waiting_on_the_cpu_serves_the_peers_set) {
+  start();
+  std::atomic<bool> driving{false}, returned{false};
+  std::thread owner([&] {
+    doca_pe_progress(b.pe);  // from now on this thread drives b's engine, and nobody else does
+    driving = true;
+    EXPECT_EQ(doca_sync_event_wait_gt(event, 41, all_bits), DOCA_SUCCESS);
+    returned = true;
+  });
+  while (!driving) std::this_thread::yield();
+  local[0] = 42;
+  set_task* set = nullptr;
+  ASSERT_EQ(doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
+                a.rdma, nullptr, remote, local_buf(0, 8), doca_data{}, &set),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_task_submit(set_as_task(set)), DOCA_SUCCESS);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((a.completed + a.failed == 0 || !returned) && std::chrono::steady_clock::now() < deadline)
+    doca_pe_progress(a.pe);  // a's engine only
+  EXPECT_EQ(a.completed, 1);
+  EXPECT_TRUE(returned);
+  if (!returned) doca_sync_event_update_set(event, 100);  // never leave the owner waiting
+  owner.join();
+  EXPECT_EQ(value_of(event), 42u);
+}
+
 TEST_P(doca_sync_event_remote, bad_submissions_and_an_ended_export_fail) {
   start();
   // No destination: refused at submit, nothing is sent.
