@@ -10,6 +10,7 @@
 #include <doca_mmap.h>
 #include <doca_pe.h>
 #include <doca_rdma.h>
+#include <doca_sync_event.h>
 #include <doca_types.h>
 
 int zc_doca_header_check(void);

@@ -300,6 +300,103 @@ DOCA_EXPERIMENTAL struct doca_buf* doca_rdma_task_atomic_fetch_add_get_result_bu
 DOCA_EXPERIMENTAL uint64_t
 doca_rdma_task_atomic_fetch_add_get_add_data(const struct doca_rdma_task_atomic_fetch_add* task);
 
+/* ---- Remote sync events: get, set and add on a peer's doca_sync_event through its remote handle
+ * (doca_sync_event_remote_net_create_from_export). The peer's doca_rdma must grant the access
+ * (RDMA_READ for get, RDMA_WRITE for set, RDMA_ATOMIC for add). */
+struct doca_sync_event_remote_net;
+
+/* Appends the event's value (8 bytes) after dst_buf's data section. */
+struct doca_rdma_task_remote_net_sync_event_get;
+typedef void (*doca_rdma_task_remote_net_sync_event_get_completion_cb_t)(
+    struct doca_rdma_task_remote_net_sync_event_get* task, union doca_data task_user_data,
+    union doca_data ctx_user_data);
+DOCA_EXPERIMENTAL doca_error_t
+doca_rdma_cap_task_remote_net_sync_event_get_is_supported(const struct doca_devinfo* devinfo);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_remote_net_sync_event_get_set_conf(
+    struct doca_rdma* rdma,
+    doca_rdma_task_remote_net_sync_event_get_completion_cb_t successful_task_completion_cb,
+    doca_rdma_task_remote_net_sync_event_get_completion_cb_t error_task_completion_cb,
+    uint32_t num_tasks);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_remote_net_sync_event_get_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection,
+    const struct doca_sync_event_remote_net* event, struct doca_buf* dst_buf,
+    union doca_data user_data, struct doca_rdma_task_remote_net_sync_event_get** task);
+DOCA_EXPERIMENTAL struct doca_task* doca_rdma_task_remote_net_sync_event_get_as_task(
+    struct doca_rdma_task_remote_net_sync_event_get* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_remote_net_sync_event_get_set_sync_event(
+    struct doca_rdma_task_remote_net_sync_event_get* task,
+    const struct doca_sync_event_remote_net* event);
+DOCA_EXPERIMENTAL const struct doca_sync_event_remote_net*
+doca_rdma_task_remote_net_sync_event_get_get_sync_event(
+    const struct doca_rdma_task_remote_net_sync_event_get* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_remote_net_sync_event_get_set_dst_buf(
+    struct doca_rdma_task_remote_net_sync_event_get* task, struct doca_buf* dst_buf);
+DOCA_EXPERIMENTAL struct doca_buf* doca_rdma_task_remote_net_sync_event_get_get_dst_buf(
+    const struct doca_rdma_task_remote_net_sync_event_get* task);
+
+/* Sets the event to the 8 bytes at the start of src_buf's data section (one atomic store). */
+struct doca_rdma_task_remote_net_sync_event_notify_set;
+typedef void (*doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t)(
+    struct doca_rdma_task_remote_net_sync_event_notify_set* task, union doca_data task_user_data,
+    union doca_data ctx_user_data);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_cap_task_remote_net_sync_event_notify_set_is_supported(
+    const struct doca_devinfo* devinfo);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_remote_net_sync_event_notify_set_set_conf(
+    struct doca_rdma* rdma,
+    doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t successful_task_completion_cb,
+    doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t error_task_completion_cb,
+    uint32_t num_tasks);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection,
+    struct doca_sync_event_remote_net* event, const struct doca_buf* src_buf,
+    union doca_data user_data, struct doca_rdma_task_remote_net_sync_event_notify_set** task);
+DOCA_EXPERIMENTAL struct doca_task* doca_rdma_task_remote_net_sync_event_notify_set_as_task(
+    struct doca_rdma_task_remote_net_sync_event_notify_set* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_remote_net_sync_event_notify_set_set_sync_event(
+    struct doca_rdma_task_remote_net_sync_event_notify_set* task,
+    struct doca_sync_event_remote_net* event);
+DOCA_EXPERIMENTAL struct doca_sync_event_remote_net*
+doca_rdma_task_remote_net_sync_event_notify_set_get_sync_event(
+    const struct doca_rdma_task_remote_net_sync_event_notify_set* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_remote_net_sync_event_notify_set_set_src_buf(
+    struct doca_rdma_task_remote_net_sync_event_notify_set* task, const struct doca_buf* src_buf);
+DOCA_EXPERIMENTAL const struct doca_buf*
+doca_rdma_task_remote_net_sync_event_notify_set_get_src_buf(
+    const struct doca_rdma_task_remote_net_sync_event_notify_set* task);
+
+/* Adds add_data to the event atomically; the value before the add is appended to result_buf. */
+struct doca_rdma_task_remote_net_sync_event_notify_add;
+typedef void (*doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t)(
+    struct doca_rdma_task_remote_net_sync_event_notify_add* task, union doca_data task_user_data,
+    union doca_data ctx_user_data);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_cap_task_remote_net_sync_event_notify_add_is_supported(
+    const struct doca_devinfo* devinfo);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_remote_net_sync_event_notify_add_set_conf(
+    struct doca_rdma* rdma,
+    doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t successful_task_completion_cb,
+    doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t error_task_completion_cb,
+    uint32_t num_tasks);
+DOCA_EXPERIMENTAL doca_error_t doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection,
+    struct doca_sync_event_remote_net* event, struct doca_buf* result_buf, uint64_t add_data,
+    union doca_data user_data, struct doca_rdma_task_remote_net_sync_event_notify_add** task);
+DOCA_EXPERIMENTAL struct doca_task* doca_rdma_task_remote_net_sync_event_notify_add_as_task(
+    struct doca_rdma_task_remote_net_sync_event_notify_add* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_remote_net_sync_event_notify_add_set_sync_event(
+    struct doca_rdma_task_remote_net_sync_event_notify_add* task,
+    struct doca_sync_event_remote_net* event);
+DOCA_EXPERIMENTAL struct doca_sync_event_remote_net*
+doca_rdma_task_remote_net_sync_event_notify_add_get_sync_event(
+    const struct doca_rdma_task_remote_net_sync_event_notify_add* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_remote_net_sync_event_notify_add_set_result_buf(
+    struct doca_rdma_task_remote_net_sync_event_notify_add* task, struct doca_buf* result_buf);
+DOCA_EXPERIMENTAL struct doca_buf* doca_rdma_task_remote_net_sync_event_notify_add_get_result_buf(
+    const struct doca_rdma_task_remote_net_sync_event_notify_add* task);
+DOCA_EXPERIMENTAL void doca_rdma_task_remote_net_sync_event_notify_add_set_add_data(
+    struct doca_rdma_task_remote_net_sync_event_notify_add* task, uint64_t add_data);
+DOCA_EXPERIMENTAL uint64_t doca_rdma_task_remote_net_sync_event_notify_add_get_add_data(
+    const struct doca_rdma_task_remote_net_sync_event_notify_add* task);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,11 +13,14 @@
 #include <doca_mmap.h>
 #include <doca_pe.h>
 #include <doca_rdma.h>
+#include <doca_sync_event.h>
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <new>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -29,6 +32,7 @@
 #include "core/memory_map.hpp"
 #include "core/progress_engine.hpp"
 #include "core/status.hpp"
+#include "core/sync_event.hpp"
 
 namespace zc::doca {
 
@@ -143,7 +147,17 @@ struct doca_pe {
   // is never used: busy says so.
   zc::core::progress_engine engine{zc::core::poll_mode::busy};
   std::vector<doca_ctx*> contexts;
+  // The thread of the last doca_pe_progress() call; read by other threads' sync event waits.
+  std::atomic<std::thread::id> driver{};
 };
+
+namespace zc::doca {
+// Progresses, once each, the progress engines whose last doca_pe_progress() ran on this thread,
+// unless this thread is inside doca_pe_progress() already (pe_ctx.cpp). A CPU wait on an exported
+// sync event calls it: over zcstore a peer's remote get/set/add is served by the owner's rdma
+// context, which needs its engine progressed, where a NIC would serve it alone.
+void progress_engines_of_this_thread();
+}  // namespace zc::doca
 
 // Generic task: what doca_task_* needs, whatever the type. Typed tasks derive from it.
 enum class zc_doca_task_type {
@@ -155,19 +169,34 @@ enum class zc_doca_task_type {
   rdma_read,
   rdma_atomic_cmp_swp,
   rdma_atomic_fetch_add,
+  rdma_remote_sync_event_get,
+  rdma_remote_sync_event_notify_set,
+  rdma_remote_sync_event_notify_add,
+  sync_event_get,
+  sync_event_notify_set,
+  sync_event_notify_add,
+  sync_event_wait_eq,
+  sync_event_wait_neq,
 };
 struct doca_task {
   zc_doca_task_type type = zc_doca_task_type::rdma_send;
   doca_ctx* ctx = nullptr;
   zc::core::task_base* zc = nullptr;  // the zcstore task while allocated
   union doca_data user_data {};
-  doca_buf* src = nullptr;     // receive, atomics: unused
-  doca_buf* dst = nullptr;     // sends: unused
-  doca_buf* result = nullptr;  // atomics only
-  uint32_t immediate = 0;      // send/write with immediate, as the program gave it
-  uint64_t operand0 = 0;       // compare-and-swap: compare; fetch-and-add: add
-  uint64_t operand1 = 0;       // compare-and-swap: swap
+  doca_buf* src = nullptr;                      // receive, atomics: unused
+  doca_buf* dst = nullptr;                      // sends: unused
+  doca_buf* result = nullptr;                   // atomics only
+  uint32_t immediate = 0;                       // send/write with immediate, as the program gave it
+  uint64_t operand0 = 0;                        // compare-and-swap: compare; fetch-and-add: add
+  uint64_t operand1 = 0;                        // compare-and-swap: swap
+  doca_sync_event_remote_net* event = nullptr;  // remote sync event tasks only
+  uint64_t* value_ptr = nullptr;  // sync event get: where the value goes; notify_add: the old one
   doca_error_t status = DOCA_SUCCESS;
-  // Submits the task through its context, by type (rdma.cpp).
+  // Submits the task through its context, by type (rdma.cpp, sync_event.cpp).
   doca_error_t (*submit)(doca_task& task) noexcept = nullptr;
+};
+
+// A peer's sync event: the map imported from its export (8 bytes, read/write/atomic).
+struct doca_sync_event_remote_net {
+  std::unique_ptr<zc::core::memory_map> map;
 };

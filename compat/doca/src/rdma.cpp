@@ -17,6 +17,9 @@ struct doca_rdma_task_send_imm : doca_task {};
 struct doca_rdma_task_write_imm : doca_task {};
 struct doca_rdma_task_atomic_cmp_swp : doca_task {};
 struct doca_rdma_task_atomic_fetch_add : doca_task {};
+struct doca_rdma_task_remote_net_sync_event_get : doca_task {};
+struct doca_rdma_task_remote_net_sync_event_notify_set : doca_task {};
+struct doca_rdma_task_remote_net_sync_event_notify_add : doca_task {};
 
 // The context's one connection (multi-connection is not supported in this slice).
 struct doca_rdma_connection {
@@ -51,6 +54,15 @@ struct doca_rdma final : doca_ctx {
   zc::doca::task_conf<doca_rdma_task_atomic_fetch_add,
                       doca_rdma_task_atomic_fetch_add_completion_cb_t>
       fetch_add;
+  zc::doca::task_conf<doca_rdma_task_remote_net_sync_event_get,
+                      doca_rdma_task_remote_net_sync_event_get_completion_cb_t>
+      event_get;
+  zc::doca::task_conf<doca_rdma_task_remote_net_sync_event_notify_set,
+                      doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t>
+      event_set;
+  zc::doca::task_conf<doca_rdma_task_remote_net_sync_event_notify_add,
+                      doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t>
+      event_add;
   std::vector<uint8_t> local_blob;
   doca_rdma_connection connection{this};
 
@@ -149,6 +161,28 @@ doca_error_t submit_fetch_add(doca_task& w) noexcept {
   return to_doca(owner(w).zc->submit(t));
 }
 
+// Remote sync events: the event is the map imported from the peer's export.
+doca_error_t submit_event_get(doca_task& w) noexcept {
+  if (w.event == nullptr || !live(w.dst)) return DOCA_ERROR_INVALID_VALUE;
+  auto& t = static_cast<rdma::sync_event_get_task&>(*w.zc);
+  t.set(*w.event->map, *w.dst->zc);
+  return to_doca(owner(w).zc->submit(t));
+}
+
+doca_error_t submit_event_set(doca_task& w) noexcept {
+  if (w.event == nullptr || !live(w.src)) return DOCA_ERROR_INVALID_VALUE;
+  auto& t = static_cast<rdma::sync_event_set_task&>(*w.zc);
+  t.set(*w.event->map, *w.src->zc);
+  return to_doca(owner(w).zc->submit(t));
+}
+
+doca_error_t submit_event_add(doca_task& w) noexcept {
+  if (w.event == nullptr || !live(w.result)) return DOCA_ERROR_INVALID_VALUE;
+  auto& t = static_cast<rdma::sync_event_add_task&>(*w.zc);
+  t.set(*w.event->map, *w.result->zc, w.operand0);
+  return to_doca(owner(w).zc->submit(t));
+}
+
 // Takes a zcstore task of type Zc and fills in its DOCA task.
 template <typename Zc, typename Typed, typename Callback>
 doca_error_t allocate(doca_rdma* rdma, doca_rdma_connection* connection,
@@ -172,6 +206,7 @@ doca_error_t allocate(doca_rdma* rdma, doca_rdma_connection* connection,
   task.immediate = 0;
   task.operand0 = 0;
   task.operand1 = 0;
+  task.event = nullptr;
   task.status = DOCA_SUCCESS;
   task.submit = submit;
   *out = &task;
@@ -218,6 +253,9 @@ doca_error_t doca_rdma::start() {
     apply<zc::rdma::write_imm_task>(write_imm);
     apply<zc::rdma::atomic_cmp_swp_task>(cmp_swp);
     apply<zc::rdma::atomic_fetch_add_task>(fetch_add);
+    apply<zc::rdma::sync_event_get_task>(event_get);
+    apply<zc::rdma::sync_event_set_task>(event_set);
+    apply<zc::rdma::sync_event_add_task>(event_add);
   }
   if (zc->state() != zc::core::context_state::idle) return DOCA_ERROR_BAD_STATE;
   zc->set_permissions(zc::doca::rdma_rights(permissions));
@@ -780,6 +818,181 @@ struct doca_buf* doca_rdma_task_atomic_fetch_add_get_result_buf(
 
 uint64_t doca_rdma_task_atomic_fetch_add_get_add_data(
     const struct doca_rdma_task_atomic_fetch_add* task) {
+  return task == nullptr ? 0 : task->operand0;
+}
+
+// ---- remote sync event get
+
+doca_error_t doca_rdma_cap_task_remote_net_sync_event_get_is_supported(
+    const struct doca_devinfo* devinfo) {
+  return devinfo == nullptr ? DOCA_ERROR_INVALID_VALUE : DOCA_SUCCESS;
+}
+
+doca_error_t doca_rdma_task_remote_net_sync_event_get_set_conf(
+    struct doca_rdma* rdma, doca_rdma_task_remote_net_sync_event_get_completion_cb_t on_success,
+    doca_rdma_task_remote_net_sync_event_get_completion_cb_t on_error, uint32_t num_tasks) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  return zc::doca::set_conf<zc::rdma::sync_event_get_task>(rdma, rdma->event_get, on_success,
+                                                           on_error, num_tasks);
+}
+
+doca_error_t doca_rdma_task_remote_net_sync_event_get_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection,
+    const struct doca_sync_event_remote_net* event, struct doca_buf* dst_buf,
+    union doca_data user_data, struct doca_rdma_task_remote_net_sync_event_get** task) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  auto r = zc::doca::allocate<zc::rdma::sync_event_get_task>(
+      rdma, rdma_connection, rdma->event_get, zc_doca_task_type::rdma_remote_sync_event_get,
+      &zc::doca::submit_event_get, nullptr, dst_buf, user_data, task);
+  if (r == DOCA_SUCCESS) (*task)->event = const_cast<doca_sync_event_remote_net*>(event);
+  return r;
+}
+
+struct doca_task* doca_rdma_task_remote_net_sync_event_get_as_task(
+    struct doca_rdma_task_remote_net_sync_event_get* task) {
+  return task;
+}
+
+void doca_rdma_task_remote_net_sync_event_get_set_sync_event(
+    struct doca_rdma_task_remote_net_sync_event_get* task,
+    const struct doca_sync_event_remote_net* event) {
+  if (task != nullptr) task->event = const_cast<doca_sync_event_remote_net*>(event);
+}
+
+const struct doca_sync_event_remote_net* doca_rdma_task_remote_net_sync_event_get_get_sync_event(
+    const struct doca_rdma_task_remote_net_sync_event_get* task) {
+  return task == nullptr ? nullptr : task->event;
+}
+
+void doca_rdma_task_remote_net_sync_event_get_set_dst_buf(
+    struct doca_rdma_task_remote_net_sync_event_get* task, struct doca_buf* dst_buf) {
+  if (task != nullptr) task->dst = dst_buf;
+}
+
+struct doca_buf* doca_rdma_task_remote_net_sync_event_get_get_dst_buf(
+    const struct doca_rdma_task_remote_net_sync_event_get* task) {
+  return task == nullptr ? nullptr : task->dst;
+}
+
+// ---- remote sync event notify set
+
+doca_error_t doca_rdma_cap_task_remote_net_sync_event_notify_set_is_supported(
+    const struct doca_devinfo* devinfo) {
+  return devinfo == nullptr ? DOCA_ERROR_INVALID_VALUE : DOCA_SUCCESS;
+}
+
+doca_error_t doca_rdma_task_remote_net_sync_event_notify_set_set_conf(
+    struct doca_rdma* rdma,
+    doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t on_success,
+    doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t on_error, uint32_t num_tasks) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  return zc::doca::set_conf<zc::rdma::sync_event_set_task>(rdma, rdma->event_set, on_success,
+                                                           on_error, num_tasks);
+}
+
+doca_error_t doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection,
+    struct doca_sync_event_remote_net* event, const struct doca_buf* src_buf,
+    union doca_data user_data, struct doca_rdma_task_remote_net_sync_event_notify_set** task) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  auto r = zc::doca::allocate<zc::rdma::sync_event_set_task>(
+      rdma, rdma_connection, rdma->event_set, zc_doca_task_type::rdma_remote_sync_event_notify_set,
+      &zc::doca::submit_event_set, src_buf, nullptr, user_data, task);
+  if (r == DOCA_SUCCESS) (*task)->event = event;
+  return r;
+}
+
+struct doca_task* doca_rdma_task_remote_net_sync_event_notify_set_as_task(
+    struct doca_rdma_task_remote_net_sync_event_notify_set* task) {
+  return task;
+}
+
+void doca_rdma_task_remote_net_sync_event_notify_set_set_sync_event(
+    struct doca_rdma_task_remote_net_sync_event_notify_set* task,
+    struct doca_sync_event_remote_net* event) {
+  if (task != nullptr) task->event = event;
+}
+
+struct doca_sync_event_remote_net* doca_rdma_task_remote_net_sync_event_notify_set_get_sync_event(
+    const struct doca_rdma_task_remote_net_sync_event_notify_set* task) {
+  return task == nullptr ? nullptr : task->event;
+}
+
+void doca_rdma_task_remote_net_sync_event_notify_set_set_src_buf(
+    struct doca_rdma_task_remote_net_sync_event_notify_set* task, const struct doca_buf* src_buf) {
+  if (task != nullptr) task->src = const_cast<doca_buf*>(src_buf);
+}
+
+const struct doca_buf* doca_rdma_task_remote_net_sync_event_notify_set_get_src_buf(
+    const struct doca_rdma_task_remote_net_sync_event_notify_set* task) {
+  return task == nullptr ? nullptr : task->src;
+}
+
+// ---- remote sync event notify add
+
+doca_error_t doca_rdma_cap_task_remote_net_sync_event_notify_add_is_supported(
+    const struct doca_devinfo* devinfo) {
+  return devinfo == nullptr ? DOCA_ERROR_INVALID_VALUE : DOCA_SUCCESS;
+}
+
+doca_error_t doca_rdma_task_remote_net_sync_event_notify_add_set_conf(
+    struct doca_rdma* rdma,
+    doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t on_success,
+    doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t on_error, uint32_t num_tasks) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  return zc::doca::set_conf<zc::rdma::sync_event_add_task>(rdma, rdma->event_add, on_success,
+                                                           on_error, num_tasks);
+}
+
+doca_error_t doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
+    struct doca_rdma* rdma, struct doca_rdma_connection* rdma_connection,
+    struct doca_sync_event_remote_net* event, struct doca_buf* result_buf, uint64_t add_data,
+    union doca_data user_data, struct doca_rdma_task_remote_net_sync_event_notify_add** task) {
+  if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  auto r = zc::doca::allocate<zc::rdma::sync_event_add_task>(
+      rdma, rdma_connection, rdma->event_add, zc_doca_task_type::rdma_remote_sync_event_notify_add,
+      &zc::doca::submit_event_add, nullptr, nullptr, user_data, task);
+  if (r == DOCA_SUCCESS) {
+    (*task)->event = event;
+    (*task)->result = result_buf;
+    (*task)->operand0 = add_data;
+  }
+  return r;
+}
+
+struct doca_task* doca_rdma_task_remote_net_sync_event_notify_add_as_task(
+    struct doca_rdma_task_remote_net_sync_event_notify_add* task) {
+  return task;
+}
+
+void doca_rdma_task_remote_net_sync_event_notify_add_set_sync_event(
+    struct doca_rdma_task_remote_net_sync_event_notify_add* task,
+    struct doca_sync_event_remote_net* event) {
+  if (task != nullptr) task->event = event;
+}
+
+struct doca_sync_event_remote_net* doca_rdma_task_remote_net_sync_event_notify_add_get_sync_event(
+    const struct doca_rdma_task_remote_net_sync_event_notify_add* task) {
+  return task == nullptr ? nullptr : task->event;
+}
+
+void doca_rdma_task_remote_net_sync_event_notify_add_set_result_buf(
+    struct doca_rdma_task_remote_net_sync_event_notify_add* task, struct doca_buf* result_buf) {
+  if (task != nullptr) task->result = result_buf;
+}
+
+struct doca_buf* doca_rdma_task_remote_net_sync_event_notify_add_get_result_buf(
+    const struct doca_rdma_task_remote_net_sync_event_notify_add* task) {
+  return task == nullptr ? nullptr : task->result;
+}
+
+void doca_rdma_task_remote_net_sync_event_notify_add_set_add_data(
+    struct doca_rdma_task_remote_net_sync_event_notify_add* task, uint64_t add_data) {
+  if (task != nullptr) task->operand0 = add_data;
+}
+
+uint64_t doca_rdma_task_remote_net_sync_event_notify_add_get_add_data(
+    const struct doca_rdma_task_remote_net_sync_event_notify_add* task) {
   return task == nullptr ? 0 : task->operand0;
 }
 
