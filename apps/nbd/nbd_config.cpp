@@ -78,15 +78,8 @@ std::optional<int> parse_config(int argc, const char* const* argv, nbd_config& o
             : out.tls_flag == "require" || (out.tls_flag.empty() && !out.tls_psk_path.empty())
                 ? nbd::tls_mode::require
                 : nbd::tls_mode::off;
-  if (!out.tls_psk_path.empty()) {
-    try {
-      out.tls_keys =
-          std::make_shared<const storage::psk_file>(storage::load_psk_file(out.tls_psk_path));
-    } catch (const status_error& e) {
-      std::cerr << program_name << ": --tls-psk: " << e.what() << "\n";
-      return core::exit_bad_usage;
-    }
-  }
+  if (!storage::load_psk_flag(program_name, out.tls_psk_path, out.tls_keys))
+    return core::exit_bad_usage;
   return std::nullopt;
 }
 

@@ -67,15 +67,8 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
     std::cerr << program_name << ": --listen-address: " << e.what() << "\n";
     return core::exit_bad_usage;
   }
-  if (!out.tls_psk_path.empty()) {
-    try {
-      out.tls_psk =
-          std::make_shared<const storage::psk_file>(storage::load_psk_file(out.tls_psk_path));
-    } catch (const status_error& e) {
-      std::cerr << program_name << ": --tls-psk: " << e.what() << "\n";
-      return core::exit_bad_usage;
-    }
-  }
+  if (!storage::load_psk_flag(program_name, out.tls_psk_path, out.tls_psk))
+    return core::exit_bad_usage;
   if (out.binary_content.empty() && (out.block_size == 0 || out.block_count == 0)) {
     std::cerr << program_name
               << ": block-size and block-count must be non zero when binary-content is not "

@@ -69,15 +69,8 @@ std::optional<int> common_flags::finish(
     return core::exit_bad_usage;
   }
   out_.control_timeout = std::chrono::seconds(timeout_seconds_);
-  if (!out_.tls_psk_path.empty()) {
-    try {
-      out_.tls_psk =
-          std::make_shared<const storage::psk_file>(storage::load_psk_file(out_.tls_psk_path));
-    } catch (const status_error& e) {
-      std::cerr << program << ": --tls-psk: " << e.what() << "\n";
-      return core::exit_bad_usage;
-    }
-  }
+  if (!storage::load_psk_flag(program, out_.tls_psk_path, out_.tls_psk))
+    return core::exit_bad_usage;
   out_.keep_alive_timeout = std::chrono::seconds(keep_alive_seconds_);
   return std::nullopt;
 }

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <optional>
 #include <sstream>
@@ -84,6 +85,18 @@ psk_file load_psk_file(const std::string& path) {
   if (in.bad())
     throw status_error(status::invalid_value, fmt::format("cannot read the key file {}", path));
   return parse_psk_file(text.str(), path);
+}
+
+bool load_psk_flag(std::string_view program, const std::string& path,
+                   std::shared_ptr<const psk_file>& out) {
+  if (path.empty()) return true;
+  try {
+    out = std::make_shared<const psk_file>(load_psk_file(path));
+    return true;
+  } catch (const status_error& e) {
+    std::cerr << program << ": --tls-psk: " << e.what() << "\n";
+    return false;
+  }
 }
 
 // ---- tls_session ---------------------------------------------------------------------------

@@ -64,6 +64,11 @@ psk_file parse_psk_file(std::string_view text, const std::string& path);
 // as parse_psk_file does.
 psk_file load_psk_file(const std::string& path);
 
+// A program's --tls-psk flag: the keys of `path` into `out` (nothing for an empty path), or false
+// after "<program>: --tls-psk: <why>" on stderr (the program then exits core::exit_bad_usage).
+bool load_psk_flag(std::string_view program, const std::string& path,
+                   std::shared_ptr<const psk_file>& out);
+
 // One TLS connection over a connected, non-blocking socket: the handshake in steps, then the
 // record layer. The socket stays the caller's.
 class tls_session {

@@ -203,6 +203,12 @@ class raw_client {
     uint32_t option = 0, type = 0;
     std::vector<uint8_t> data;
   };
+  // One option and the type of its (first) reply; 0 when none came.
+  uint32_t ask(nbd::option o, const std::vector<uint8_t>& data = {}) {
+    if (!option(static_cast<uint32_t>(o), data)) return 0;
+    auto r = reply();
+    return r ? r->type : 0;
+  }
   std::optional<opt_reply> reply() {
     auto h = recv(option_reply_header_size);
     if (h.empty() || load_be64(h.data()) != option_reply_magic) return std::nullopt;
@@ -599,10 +605,7 @@ TEST(nbd_server, hostile_input_closes_that_connection_only_and_leaks_nothing) {
     // An option longer than the cap, sent whole: read past, refused, and the handshake goes on.
     raw_client c(s.socket_path());
     ASSERT_TRUE(c.start());
-    ASSERT_TRUE(c.option(static_cast<uint32_t>(option::go), std::vector<uint8_t>(100000, 0)));
-    auto r = c.reply();
-    ASSERT_TRUE(r);
-    EXPECT_EQ(r->type, reply_type::err_too_big);
+    EXPECT_EQ(c.ask(option::go, std::vector<uint8_t>(100000, 0)), reply_type::err_too_big);
     EXPECT_TRUE(c.go());
   }
   {
@@ -909,10 +912,7 @@ TEST(nbd_server_tls, required_tls_refuses_a_plain_client_before_any_option) {
     const std::vector<uint8_t> data = opt == option::go || opt == option::info
                                           ? std::vector<uint8_t>{0, 0, 0, 0, 0, 0}
                                           : std::vector<uint8_t>{};
-    ASSERT_TRUE(c.option(static_cast<uint32_t>(opt), data));
-    auto r = c.reply();
-    ASSERT_TRUE(r) << static_cast<uint32_t>(opt);
-    EXPECT_EQ(r->type, reply_type::err_tls_reqd) << static_cast<uint32_t>(opt);
+    EXPECT_EQ(c.ask(opt, data), reply_type::err_tls_reqd) << static_cast<uint32_t>(opt);
   }
   // EXPORT_NAME cannot be answered with an error: the connection closes.
   ASSERT_TRUE(c.option(static_cast<uint32_t>(option::export_name), {}));
@@ -951,10 +951,7 @@ TEST(nbd_server_tls, starttls_without_tls_is_refused_by_policy_and_the_session_g
   served off;  // NOTLS
   raw_client c(off.socket_path());
   ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {}));
-  auto r = c.reply();
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->type, reply_type::err_policy);
+  EXPECT_EQ(c.ask(option::starttls), reply_type::err_policy);
   EXPECT_TRUE(c.go());
 }
 
@@ -963,10 +960,7 @@ TEST(nbd_server_tls, starttls_with_data_is_invalid) {
   served s(tls_options(tls_mode::on, keys));
   raw_client c(s.socket_path());
   ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {1, 2, 3}));
-  auto r = c.reply();
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->type, reply_type::err_invalid);
+  EXPECT_EQ(c.ask(option::starttls, {1, 2, 3}), reply_type::err_invalid);
   EXPECT_TRUE(c.go());  // plain, as --tls on allows
 }
 
@@ -977,10 +971,7 @@ TEST(nbd_server_tls, a_client_silent_after_the_ack_is_closed_at_the_handshake_de
   served s(options);
   raw_client c(s.socket_path());
   ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {}));
-  auto r = c.reply();
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->type, reply_type::ack);
+  EXPECT_EQ(c.ask(option::starttls), reply_type::ack);
   EXPECT_TRUE(c.closed_by_peer());
   s.stop();
   EXPECT_EQ(s.srv().counters().tls_failures, 1u);
@@ -991,10 +982,7 @@ TEST(nbd_server_tls, plain_bytes_instead_of_a_client_hello_close_the_connection)
   served s(tls_options(tls_mode::on, keys));
   raw_client c(s.socket_path());
   ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::starttls), {}));
-  auto r = c.reply();
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->type, reply_type::ack);
+  EXPECT_EQ(c.ask(option::starttls), reply_type::ack);
   ASSERT_TRUE(c.option(static_cast<uint32_t>(option::go), {0, 0, 0, 0, 0, 0}));
   EXPECT_TRUE(c.closed_by_peer());
   s.stop();
@@ -1024,11 +1012,8 @@ TEST(nbd_server_tls, an_oversized_option_before_required_tls_gets_tls_reqd) {
   served s(tls_options(tls_mode::require, keys));
   raw_client c(s.socket_path());
   ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::list),
-                       std::vector<uint8_t>(max_option_length + 1, 0)));
-  auto r = c.reply();
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->type, reply_type::err_tls_reqd);
+  EXPECT_EQ(c.ask(option::list, std::vector<uint8_t>(max_option_length + 1, 0)),
+            reply_type::err_tls_reqd);
 }
 
 // ---- TLS from inside the test: a client on storage::tls_session, for what libnbd never sends
