@@ -35,6 +35,8 @@ constexpr size_t max_iov = 64;
 // The meta context id of base:allocation on every connection.
 constexpr uint32_t base_allocation_id = 1;
 constexpr int epoll_batch = 64;
+// proto.md: the minimum block size a server announces is a power of two of at most 64 KiB.
+constexpr uint32_t max_minimum_block_size = 64 * 1024;
 
 // epoll data: a connection's address (even), or (fd << 1) | 1 for the server's own fds.
 constexpr uint64_t tag_fd(int fd) noexcept {
@@ -197,8 +199,23 @@ server::server(backend& storage, server_options options)
     : storage_(storage), options_(std::move(options)) {
   if (options_.tls != tls_mode::off && (!options_.tls_keys || options_.tls_keys->entries.empty()))
     throw status_error(status::invalid_value, "nbd: TLS needs pre-shared keys");
-  read_only_ = options_.read_only || storage_.read_only();
   options_.max_block_size = std::min(options_.max_block_size, storage_.max_io());
+  // The block sizes NBD_INFO_BLOCK_SIZE can announce (proto.md): a minimum that is a power of two
+  // of at most 64 KiB, a preferred size between it and the maximum.
+  const uint32_t minimum = storage_.block_size();
+  if (minimum == 0 || (minimum & (minimum - 1)) != 0 || minimum > max_minimum_block_size)
+    throw status_error(status::invalid_value,
+                       fmt::format("nbd: the storage's block of {} bytes is not a power of two of "
+                                   "at most {} bytes, as NBD clients require",
+                                   minimum, max_minimum_block_size));
+  if (options_.max_block_size < minimum || options_.max_block_size % minimum != 0)
+    throw status_error(status::invalid_value,
+                       fmt::format("nbd: the largest request ({} bytes) is not a multiple of the "
+                                   "block ({} bytes)",
+                                   options_.max_block_size, minimum));
+  read_only_ = options_.read_only || storage_.read_only();
+  options_.preferred_block_size =
+      std::min(std::max(options_.preferred_block_size, minimum), options_.max_block_size);
   if (options_.max_in_flight == 0) options_.max_in_flight = 1;
   epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_) throw_errno("epoll_create1");
@@ -800,8 +817,7 @@ bool server::handle_option(connection& c) {
         }
         append_info_export(r.extra, opt, storage_.size(), transmission_flags(c));
         // Always sent: the minimum is the pipeline's block, larger than 1.
-        append_info_block_size(r.extra, opt, storage_.block_size(),
-                               std::max(options_.preferred_block_size, storage_.block_size()),
+        append_info_block_size(r.extra, opt, storage_.block_size(), options_.preferred_block_size,
                                options_.max_block_size);
         append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
         enter_transmission = static_cast<option>(opt) == option::go;
@@ -818,6 +834,8 @@ bool server::handle_option(connection& c) {
       case option::list_meta_context:
       case option::set_meta_context: {
         const bool set = static_cast<option>(opt) == option::set_meta_context;
+        // A SET replaces the selection whatever its outcome: one that fails leaves none.
+        if (set) c.meta_context = false;
         auto m = decode_meta_context(data);
         if (!m) {
           error(reply_type::err_invalid, "malformed request");
@@ -837,7 +855,9 @@ bool server::handle_option(connection& c) {
           const std::string_view q = m->query(i);
           if (q == base_allocation || (!set && q == "base:")) matched = true;
         }
-        if (matched) append_meta_context_reply(r.extra, opt, base_allocation_id, base_allocation);
+        // LIST's replies carry id 0 (proto.md: reserved); SET's the id BLOCK_STATUS will use.
+        if (matched)
+          append_meta_context_reply(r.extra, opt, set ? base_allocation_id : 0, base_allocation);
         if (set) c.meta_context = matched;
         append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
         break;

@@ -1263,6 +1263,71 @@ TEST(nbd_server_tls, large_replies_to_a_slow_reader_arrive_intact) {
   }
 }
 
+// ---- conformance details
+
+// LIST/SET_META_CONTEXT data: the export name, then the queries.
+std::vector<uint8_t> meta_context_data(const std::string& name,
+                                       const std::vector<std::string>& queries) {
+  std::vector<uint8_t> d(4);
+  store_be32(d.data(), static_cast<uint32_t>(name.size()));
+  d.insert(d.end(), name.begin(), name.end());
+  const size_t count_at = d.size();
+  d.resize(d.size() + 4);
+  store_be32(d.data() + count_at, static_cast<uint32_t>(queries.size()));
+  for (const auto& q : queries) {
+    const size_t at = d.size();
+    d.resize(d.size() + 4);
+    store_be32(d.data() + at, static_cast<uint32_t>(q.size()));
+    d.insert(d.end(), q.begin(), q.end());
+  }
+  return d;
+}
+
+// proto.md: a SET_META_CONTEXT replaces the selection, even one that fails; LIST's context ids
+// are reserved (0).
+TEST(nbd_server, a_failed_set_meta_context_leaves_no_context_and_list_ids_are_zero) {
+  served s;
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  EXPECT_EQ(c.ask(option::structured_reply), reply_type::ack);
+  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::list_meta_context),
+                       meta_context_data("", {"base:allocation"})));
+  auto listed = c.reply();
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->type, reply_type::meta_context);
+  ASSERT_GE(listed->data.size(), 4u);
+  EXPECT_EQ(load_be32(listed->data.data()), 0u);
+  EXPECT_EQ(c.reply()->type, reply_type::ack);
+  ASSERT_TRUE(c.option(static_cast<uint32_t>(option::set_meta_context),
+                       meta_context_data("", {"base:allocation"})));
+  auto chosen = c.reply();
+  ASSERT_TRUE(chosen);
+  ASSERT_EQ(chosen->type, reply_type::meta_context);
+  EXPECT_NE(load_be32(chosen->data.data()), 0u);
+  EXPECT_EQ(c.reply()->type, reply_type::ack);
+  // Then a SET that fails (no such export): the selection is gone with it.
+  EXPECT_EQ(c.ask(option::set_meta_context, meta_context_data("nope", {"base:allocation"})),
+            reply_type::err_unknown);
+  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(c.request(command::block_status, 3, 0, block));
+  // An error chunk (structured replies are on): 4 magic, 2 flags, 2 type, 8 cookie, 4 length,
+  // then the error.
+  auto chunk = c.recv(structured_reply_header_size + 4);
+  ASSERT_EQ(chunk.size(), structured_reply_header_size + 4);
+  EXPECT_EQ(load_be64(chunk.data() + 8), 3u);
+  EXPECT_EQ(load_be32(chunk.data() + structured_reply_header_size),
+            static_cast<uint32_t>(error_code::einval));
+}
+
+TEST(nbd_server, storage_with_a_block_nbd_cannot_announce_is_refused) {
+  test::memory_backend odd(disk_size, 3000, 30000, 4);
+  EXPECT_THROW(server(odd, {}), status_error);
+  test::memory_backend huge(disk_size, 128 * 1024, 1 << 20, 4);
+  EXPECT_THROW(server(huge, {}), status_error);
+  test::memory_backend fine(disk_size, 512, 1 << 20, 4);
+  EXPECT_NO_THROW(server(fine, {}));
+}
+
 // ---- bounds: no client keeps memory, slots or the server for ever
 
 constexpr auto short_bound = 300ms;
