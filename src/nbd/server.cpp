@@ -111,6 +111,7 @@ bool valid_flags(command c, uint16_t flags) noexcept {
 struct server::request {
   enum class stage : uint8_t {
     idle,       // no io held or wanted
+    want_lock,  // an unaligned write waiting for an edge block (in lock_waiting_)
     want_io,    // waiting for IO memory (in waiting_)
     receiving,  // a WRITE's payload is being read into x
     submitted,  // x is with the backend
@@ -125,6 +126,14 @@ struct server::request {
   uint64_t end = 0;
   bool fua_pending = false;  // a flush still to do before the reply
   uint64_t bytes = 0;        // counted in in_flight_bytes
+  // Not aligned to the storage's block: served through an io over the whole blocks around it
+  // (a WRITE or WRITE_ZEROES reads them first, then writes them back with its bytes in).
+  bool rmw = false;
+  bool rmw_reading = false;  // the blocks around a write are being read
+  bool locked = false;       // holds its edge blocks in locked_blocks_
+  uint64_t cover_offset = 0;
+  uint32_t cover_length = 0;
+  uint32_t skip = 0;  // h.offset - cover_offset
 };
 
 struct server::reply {
@@ -132,6 +141,7 @@ struct server::reply {
   uint8_t header_size = 0;
   std::string extra;  // handshake replies
   io* data = nullptr;
+  uint32_t data_offset = 0;  // where the reply's data starts in the io (an unaligned READ)
   uint32_t data_length = 0;
   int64_t request = -1;  // freed once the reply is out
   bool close_after = false;
@@ -214,8 +224,12 @@ server::server(backend& storage, server_options options)
                                    "block ({} bytes)",
                                    options_.max_block_size, minimum));
   read_only_ = options_.read_only || storage_.read_only();
+  // Announced one block short of what an aligned request may be, so that an unaligned request of
+  // the announced maximum still fits one io with the blocks around it.
+  announced_max_ = options_.max_block_size > minimum ? options_.max_block_size - minimum
+                                                     : options_.max_block_size;
   options_.preferred_block_size =
-      std::min(std::max(options_.preferred_block_size, minimum), options_.max_block_size);
+      std::min(std::max(options_.preferred_block_size, minimum), announced_max_);
   if (options_.max_in_flight == 0) options_.max_in_flight = 1;
   epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_) throw_errno("epoll_create1");
@@ -368,6 +382,18 @@ void server::run() {
         }
         mark(*c);
       }
+      // So are unaligned writes waiting for a block another one holds.
+      while (!lock_waiting_.empty()) {
+        auto [c, index] = lock_waiting_.front();
+        lock_waiting_.pop_front();
+        if (c->blocked) {
+          close_connection(*c);  // mid-WRITE: its payload will never be read
+        } else {
+          c->requests[index].at = request::stage::idle;
+          finish(*c, index, static_cast<uint32_t>(error_code::eshutdown));
+        }
+        mark(*c);
+      }
       // A handshaking client's next option is answered ERR_SHUTDOWN (proto.md) while the drain
       // lasts; one in the middle of its TLS handshake cannot be answered and is closed.
       for (auto& [p, c] : connections_) {
@@ -415,6 +441,7 @@ void server::run() {
           on_io_done(*c, static_cast<uint32_t>(x->tag), *x);
           mark(*c);
         }
+        if (lock_released_) retry_lock_waiting();
         retry_waiting();
         // Memory came back: connections blocked on it may read again.
         for (auto& [p, c] : connections_) mark(*c);
@@ -452,12 +479,13 @@ void server::run() {
       }
       // Memory that came back (a read reply sent, a connection closed) lets waiting requests on,
       // and connections that stopped reading for it read again.
-      if (dirty.empty() && memory_freed_) {
+      if (dirty.empty() && (memory_freed_ || lock_released_)) {
         memory_freed_ = false;
-        if (!waiting_.empty()) {
-          retry_waiting();
+        const bool any_waiting = !waiting_.empty() || !lock_waiting_.empty();
+        if (lock_released_) retry_lock_waiting();
+        if (!waiting_.empty()) retry_waiting();
+        if (any_waiting)
           for (auto& [p, c] : connections_) mark(*c);
-        }
       }
     }
   }
@@ -557,14 +585,17 @@ void server::on_readable(connection& c) {
     request& r = c.requests[c.receiving];
     std::array<iovec, max_iov> iov{};
     size_t count = 0;
-    uint64_t skip = c.payload_done;
+    uint64_t skip = r.skip + c.payload_done;
+    uint64_t left = r.h.length - c.payload_done;  // an unaligned write's io goes on past it
     for (const iovec& s : r.x->segments) {
-      if (count == max_iov) break;
+      if (count == max_iov || left == 0) break;
       if (skip >= s.iov_len) {
         skip -= s.iov_len;
         continue;
       }
-      iov[count++] = {static_cast<uint8_t*>(s.iov_base) + skip, s.iov_len - skip};
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(s.iov_len - skip, left));
+      iov[count++] = {static_cast<uint8_t*>(s.iov_base) + skip, len};
+      left -= len;
       skip = 0;
     }
     n = receive(c, iov.data(), count);
@@ -672,7 +703,7 @@ bool server::process_input(connection& c) {
             static_cast<size_t>(std::min<uint64_t>(avail, r.h.length - c.payload_done));
         const uint8_t* src = c.data();
         size_t left = take;
-        uint64_t skip = c.payload_done;
+        uint64_t skip = r.skip + c.payload_done;
         for (const iovec& s : r.x->segments) {
           if (left == 0) break;
           if (skip >= s.iov_len) {
@@ -816,9 +847,9 @@ bool server::handle_option(connection& c) {
           break;
         }
         append_info_export(r.extra, opt, storage_.size(), transmission_flags(c));
-        // Always sent: the minimum is the pipeline's block, larger than 1.
-        append_info_block_size(r.extra, opt, storage_.block_size(), options_.preferred_block_size,
-                               options_.max_block_size);
+        // Always sent. The minimum is 1: an unaligned request is served by read-modify-write of
+        // the blocks around it; the preferred size is the storage's block or more.
+        append_info_block_size(r.extra, opt, 1, options_.preferred_block_size, announced_max_);
         append_option_reply(r.extra, opt, reply_type::ack, std::string_view());
         enter_transmission = static_cast<option>(opt) == option::go;
         break;
@@ -910,17 +941,32 @@ void server::handle_request(connection& c) {
   const bool in_range = h.length != 0 && h.offset <= size && h.length <= size - h.offset;
   const bool aligned = h.offset % block == 0 && h.length % block == 0;
   const bool known = h.type <= static_cast<uint16_t>(command::block_status);
+  const bool moves_data = is_write || type == command::read;
+  // Unaligned READ, WRITE and WRITE_ZEROES go through the whole blocks around them, which must
+  // fit one io; TRIM (advisory), CACHE and BLOCK_STATUS need no alignment.
+  const bool rmw = !aligned && in_range && (moves_data || type == command::write_zeroes);
+  if (rmw) {
+    r.rmw = true;
+    r.cover_offset = h.offset - h.offset % block;
+    const uint64_t end = h.offset + h.length;
+    const uint64_t cover_end = end + (end % block == 0 ? 0 : block - end % block);
+    r.cover_length =
+        static_cast<uint32_t>(std::min<uint64_t>(cover_end - r.cover_offset, uint64_t(UINT32_MAX)));
+    r.skip = static_cast<uint32_t>(h.offset - r.cover_offset);
+  }
   uint32_t error = 0;
   if (!known || !valid_flags(type, h.flags)) {
     error = static_cast<uint32_t>(error_code::einval);
   } else if (read_only_ && (is_write || type == command::trim || type == command::write_zeroes)) {
     error = static_cast<uint32_t>(error_code::eperm);
-  } else if ((is_write || type == command::write_zeroes) && aligned && h.length != 0 && !in_range) {
+  } else if ((is_write || type == command::write_zeroes) && h.length != 0 && !in_range) {
     error = static_cast<uint32_t>(error_code::enospc);  // past the end (proto.md: SHOULD)
-  } else if (type != command::flush && (!in_range || !aligned)) {
+  } else if (type != command::flush && !in_range) {
     error = static_cast<uint32_t>(error_code::einval);
-  } else if ((is_write || type == command::read) && h.length > options_.max_block_size) {
+  } else if (moves_data && h.length > options_.max_block_size) {
     error = static_cast<uint32_t>(error_code::einval);
+  } else if (rmw && r.cover_length > storage_.max_io()) {
+    error = static_cast<uint32_t>(error_code::einval);  // beyond the announced maximum
   } else if (type == command::block_status && !(c.structured && c.meta_context)) {
     error = static_cast<uint32_t>(error_code::einval);
   }
@@ -949,6 +995,11 @@ void server::handle_request(connection& c) {
         c.receiving = index;
         c.payload_done = 0;
         c.at = connection::phase::payload;
+        // Its payload waits in the socket until the blocks around it have been read.
+        if (r.rmw) {
+          c.blocked = true;
+          if (!lock_edges_or_wait(c, index)) return;
+        }
       }
       start_io(c, index);
       return;
@@ -956,6 +1007,7 @@ void server::handle_request(connection& c) {
       r.next_kind = io_kind::write;
       r.next = h.offset;
       r.end = h.offset + h.length;
+      if (r.rmw && !lock_edges_or_wait(c, index)) return;
       start_io(c, index);
       return;
     case command::flush:
@@ -996,6 +1048,7 @@ void server::handle_request(connection& c) {
 // The length of the io that r needs next: 0 for a flush, a chunk of a WRITE_ZEROES.
 uint32_t server::io_length(const request& r) const noexcept {
   if (r.next_kind == io_kind::flush) return 0;
+  if (r.rmw) return r.cover_length;
   if (static_cast<command>(r.h.type) == command::write_zeroes)
     return static_cast<uint32_t>(std::min<uint64_t>(r.end - r.next, storage_.max_io()));
   return r.h.length;
@@ -1021,7 +1074,14 @@ void server::use_io(connection& c, uint32_t index, io& x) {
   x.owner = &c;
   x.tag = index;
   x.kind = r.next_kind;
-  if (static_cast<command>(r.h.type) == command::write_zeroes && r.next_kind == io_kind::write) {
+  if (r.rmw && r.next_kind != io_kind::flush) {
+    // The whole blocks around it are read first; a write's bytes go in once they are there.
+    x.kind = io_kind::read;
+    x.offset = r.cover_offset;
+    r.rmw_reading = r.next_kind == io_kind::write;
+    submit_io(c, index);
+  } else if (static_cast<command>(r.h.type) == command::write_zeroes &&
+             r.next_kind == io_kind::write) {
     x.offset = r.next;
     for (const iovec& s : x.segments) std::memset(s.iov_base, 0, s.iov_len);
     submit_io(c, index);
@@ -1042,13 +1102,74 @@ void server::submit_io(connection& c, uint32_t index) {
   storage_.submit(*r.x);
 }
 
+// The partial blocks at either end of an unaligned write: the whole blocks in between are
+// written as they come and need no lock.
+namespace {
+std::array<std::optional<uint64_t>, 2> edge_blocks(uint64_t offset, uint64_t length,
+                                                   uint32_t block) {
+  std::array<std::optional<uint64_t>, 2> edges;
+  if (offset % block != 0) edges[0] = offset / block;
+  const uint64_t end = offset + length;
+  if (end % block != 0) edges[1] = end / block;
+  return edges;
+}
+}  // namespace
+
+bool server::edges_free(const request& r) const {
+  for (const auto& b : edge_blocks(r.h.offset, r.h.length, storage_.block_size()))
+    if (b && locked_blocks_.count(*b) != 0) return false;
+  return true;
+}
+
+void server::lock_edges(request& r) {
+  for (const auto& b : edge_blocks(r.h.offset, r.h.length, storage_.block_size()))
+    if (b) locked_blocks_.insert(*b);
+  r.locked = true;
+}
+
+bool server::lock_edges_or_wait(connection& c, uint32_t index) {
+  request& r = c.requests[index];
+  if (lock_waiting_.empty() && edges_free(r)) {
+    lock_edges(r);
+    return true;
+  }
+  r.at = request::stage::want_lock;
+  lock_waiting_.emplace_back(&c, index);
+  return false;
+}
+
+void server::unlock_edges(request& r) {
+  for (const auto& b : edge_blocks(r.h.offset, r.h.length, storage_.block_size()))
+    if (b) locked_blocks_.erase(*b);
+  r.locked = false;
+  lock_released_ = true;
+}
+
+// Oldest first; one whose blocks are still held does not hold up the others.
+void server::retry_lock_waiting() {
+  lock_released_ = false;
+  for (auto it = lock_waiting_.begin(); it != lock_waiting_.end();) {
+    auto [c, index] = *it;
+    request& r = c->requests[index];
+    if (!edges_free(r)) {
+      ++it;
+      continue;
+    }
+    lock_edges(r);
+    it = lock_waiting_.erase(it);
+    start_io(*c, index);
+  }
+}
+
 void server::retry_waiting() {
   while (!waiting_.empty()) {
     auto [c, index] = waiting_.front();
     io* x = storage_.acquire(io_length(c->requests[index]));
     if (x == nullptr) return;
     waiting_.pop_front();
-    if (c->at == connection::phase::payload && c->receiving == index) c->blocked = false;
+    // An unaligned write's payload still waits for the read of the blocks around it.
+    if (c->at == connection::phase::payload && c->receiving == index && !c->requests[index].rmw)
+      c->blocked = false;
     use_io(*c, index, *x);
   }
 }
@@ -1065,12 +1186,58 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     release_io(x);
     r.x = nullptr;
     r.used = false;
+    if (r.locked) unlock_edges(r);
     c.free.push_back(index);
     --c.in_flight;
     c.in_flight_bytes -= r.bytes;
     return;
   }
   const auto type = static_cast<command>(r.h.type);
+  if (r.rmw_reading) {
+    r.rmw_reading = false;
+    if (failed) {
+      release_io(x);
+      r.x = nullptr;
+      unlock_edges(r);
+      if (type == command::write) {
+        // Its payload is still in the socket: read past it, then answer EIO.
+        c.blocked = false;
+        c.discard_left = r.h.length;
+        c.discarding_option = false;
+        c.discard_request = index;
+        c.discard_error = static_cast<uint32_t>(error_code::eio);
+        c.at = connection::phase::discard;
+        c.payload_began = now_;
+        return;
+      }
+      finish(c, index, static_cast<uint32_t>(error_code::eio));
+      return;
+    }
+    x.kind = io_kind::write;
+    if (type == command::write) {
+      r.at = request::stage::receiving;  // the payload lands over the blocks just read
+      c.blocked = false;
+      c.payload_began = now_;
+      return;
+    }
+    // WRITE_ZEROES: its range zeroed in the blocks just read, then all written back.
+    size_t before = r.skip;
+    size_t left = r.h.length;
+    for (const iovec& s : x.segments) {
+      if (left == 0) break;
+      if (before >= s.iov_len) {
+        before -= s.iov_len;
+        continue;
+      }
+      const size_t n = std::min(left, s.iov_len - before);
+      std::memset(static_cast<uint8_t*>(s.iov_base) + before, 0, n);
+      left -= n;
+      before = 0;
+    }
+    submit_io(c, index);
+    return;
+  }
+  if (r.locked) unlock_edges(r);  // an unaligned write is written back
   if (type == command::read && !failed) {
     reply rep;
     if (c.structured) {
@@ -1085,6 +1252,7 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
       rep.header_size = simple_reply_size;
     }
     rep.data = &x;  // sent straight from the IO memory, released once out
+    rep.data_offset = r.skip;
     rep.data_length = r.h.length;
     rep.request = index;
     r.at = request::stage::replying;
@@ -1097,7 +1265,7 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     finish(c, index, static_cast<uint32_t>(error_code::eio));
     return;
   }
-  if (type == command::write_zeroes && x.kind == io_kind::write) {
+  if (type == command::write_zeroes && x.kind == io_kind::write && !r.rmw) {
     r.next += x.length;
     if (r.next < r.end) {
       start_io(c, index);
@@ -1167,10 +1335,16 @@ void server::flush_output(connection& c) {
       add(r.header.data(), r.header_size);
       add(r.extra.data(), r.extra.size());
       if (r.data != nullptr) {
+        size_t before = r.data_offset;
         size_t left = r.data_length;
         for (const iovec& s : r.data->segments) {
-          const size_t len = std::min(left, s.iov_len);
-          add(s.iov_base, len);
+          if (before >= s.iov_len) {
+            before -= s.iov_len;
+            continue;
+          }
+          const size_t len = std::min(left, s.iov_len - before);
+          add(static_cast<uint8_t*>(s.iov_base) + before, len);
+          before = 0;
           left -= len;
         }
       }
@@ -1244,6 +1418,7 @@ void server::close_connection(connection& c) {
   c.fd.reset();
   --open_connections_;
   std::erase_if(waiting_, [&c](const auto& w) { return w.first == &c; });
+  std::erase_if(lock_waiting_, [&c](const auto& w) { return w.first == &c; });
   c.blocked = false;
   // Replies not sent and memory not submitted go back now.
   for (reply& r : c.out) {
@@ -1261,6 +1436,7 @@ void server::close_connection(connection& c) {
   for (uint32_t i = 0; i < c.requests.size(); ++i) {
     request& q = c.requests[i];
     if (!q.used || q.at == request::stage::submitted) continue;
+    if (q.locked) unlock_edges(q);
     if (q.x != nullptr) release_io(*q.x);
     q.x = nullptr;
     q.used = false;

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "nbd/backend.hpp"
@@ -45,6 +46,8 @@ struct server_options {
   bool read_only = false;         // on top of the backend's own
   uint32_t max_connections = 64;  // more are accepted and closed at once
   uint32_t max_in_flight = 128;   // requests per connection not yet answered
+  // Announced as NBD_INFO_BLOCK_SIZE's preferred size (at least the storage's block); the minimum
+  // announced is 1: requests not aligned to the block are served by read-modify-write.
   uint32_t preferred_block_size = 4096;
   uint32_t max_block_size = 32u << 20;  // the largest READ or WRITE accepted
   // A connection still in the handshake after this long is closed: idle connections must not
@@ -122,6 +125,14 @@ class server {
   void use_io(connection& c, uint32_t index, io& x);
   void submit_io(connection& c, uint32_t index);
   void retry_waiting();
+  // Read-modify-write of a request not aligned to the storage's block: its partial edge blocks
+  // are held by one such request at a time (two of them in one block would lose an update).
+  // True when r (an unaligned write) now holds its edge blocks; else it waits in lock_waiting_.
+  bool lock_edges_or_wait(connection& c, uint32_t index);
+  bool edges_free(const request& r) const;
+  void lock_edges(request& r);
+  void unlock_edges(request& r);
+  void retry_lock_waiting();
   // Every io goes back to the backend through here: memory that comes back may let a waiting
   // request go on, which run() checks once the connections are served.
   void release_io(io& x) noexcept {
@@ -145,6 +156,7 @@ class server {
   backend& storage_;
   server_options options_;
   bool read_only_;
+  uint32_t announced_max_ = 0;  // NBD_INFO_BLOCK_SIZE's maximum
   std::vector<storage::unique_fd> listeners_;
   storage::unique_fd epoll_;
   storage::unique_fd wake_;  // eventfd: stop()
@@ -153,7 +165,11 @@ class server {
   uint32_t open_connections_ = 0;
   // Requests waiting for IO memory, oldest first: (connection, request index).
   std::deque<std::pair<connection*, uint32_t>> waiting_;
-  uint64_t ios_outstanding_ = 0;       // submitted, not yet completed
+  // Unaligned writes waiting for an edge block another one holds, oldest first.
+  std::deque<std::pair<connection*, uint32_t>> lock_waiting_;
+  std::unordered_set<uint64_t> locked_blocks_;  // edge blocks of unaligned writes in progress
+  bool lock_released_ = false;                  // since run() last let lock waiters on
+  uint64_t ios_outstanding_ = 0;                // submitted, not yet completed
   bool memory_freed_ = false;          // an io went back since run() last retried the waiting
   std::vector<int> paused_listeners_;  // out of the loop until resume_accepting_at_ (EMFILE...)
   std::chrono::steady_clock::time_point resume_accepting_at_{};

@@ -262,9 +262,11 @@ TEST(nbd_server, nbdinfo_reports_size_block_sizes_and_flags) {
   const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
   const auto& e = j.at("exports").at(0);
   EXPECT_EQ(e.at("export-size").get<uint64_t>(), disk_size);
-  EXPECT_EQ(e.at("block_size_minimum").get<uint32_t>(), block);
+  // Any byte range (read-modify-write below the block), preferably whole blocks, and at most one
+  // block short of the largest io (the blocks around an unaligned request must fit it).
+  EXPECT_EQ(e.at("block_size_minimum").get<uint32_t>(), 1u);
   EXPECT_EQ(e.at("block_size_preferred").get<uint32_t>(), 4096u);
-  EXPECT_EQ(e.at("block_size_maximum").get<uint32_t>(), max_io);
+  EXPECT_EQ(e.at("block_size_maximum").get<uint32_t>(), max_io - block);
   EXPECT_EQ(e.at("is_read_only").get<bool>(), false);
   for (const char* key :
        {"can_flush", "can_fua", "can_multi_conn", "can_trim", "can_zero", "can_cache", "can_df"})
@@ -358,7 +360,8 @@ expect_errno(lambda: h.opt_info(), errno.ENOENT, 'unknown export refused (ERR_UN
 h.set_export_name('disk')
 h.opt_info()
 assert h.get_size() == SIZE, h.get_size()
-assert h.get_block_size(nbd.SIZE_MINIMUM) == 4096
+assert h.get_block_size(nbd.SIZE_MINIMUM) == 1
+assert h.get_block_size(nbd.SIZE_PREFERRED) == 4096
 print('ok: info')
 contexts = []
 h.add_meta_context('base:allocation')
@@ -386,7 +389,20 @@ extents = []
 h.block_status(65536, 0, lambda ctx, off, ents, err: extents.append((ctx, off, list(ents))))
 assert extents == [('base:allocation', 0, [65536, 0])], extents
 print('ok: block status')
-expect_errno(lambda: h.pread(512, 0), errno.EINVAL, 'unaligned read')
+# Below the block: sectors read and written in place, the bytes around them kept.
+before = h.pread(3 * 4096, 16384)
+h.pwrite(b'\xab' * 512, 16384 + 512)
+h.pwrite(b'\xcd' * 1000, 16384 + 4096 - 300)  # across a block boundary
+after = h.pread(3 * 4096, 16384)
+want = bytearray(before)
+want[512:1024] = b'\xab' * 512
+want[4096 - 300:4096 + 700] = b'\xcd' * 1000
+assert after == bytes(want), 'unaligned writes changed other bytes'
+assert h.pread(100, 16384 + 500) == bytes(want[500:600])
+h.zero(700, 16384 + 8000)
+want[8000:8700] = bytes(700)
+assert h.pread(3 * 4096, 16384) == bytes(want)
+print('ok: unaligned read, write and zero')
 expect_errno(lambda: h.pread(4096, SIZE), errno.EINVAL, 'read past the end')
 expect_errno(lambda: h.pread(8192, SIZE - 4096), errno.EINVAL, 'read across the end')
 expect_errno(lambda: h.pwrite(b'x' * 4096, SIZE), errno.ENOSPC, 'write past the end')
@@ -548,11 +564,11 @@ TEST(nbd_server, unknown_option_is_unsupported_and_go_still_works) {
   ASSERT_EQ(data.size(), 4096u);
   EXPECT_EQ(data[0], 0x5a);
   // A refused WRITE still has its payload read: the next request is understood.
-  ASSERT_TRUE(c.request(command::write, 4, 1000, 4096));
+  ASSERT_TRUE(c.request(command::write, 4, disk_size - 1000, 4096));  // past the end
   ASSERT_TRUE(c.send(std::vector<uint8_t>(4096, 0x77)));
   rep = c.simple_reply();
   ASSERT_TRUE(rep);
-  EXPECT_EQ(rep->first, static_cast<uint32_t>(error_code::einval));
+  EXPECT_EQ(rep->first, static_cast<uint32_t>(error_code::enospc));
   ASSERT_TRUE(c.request(command::flush, 5, 0, 0));
   rep = c.simple_reply();
   ASSERT_TRUE(rep);
@@ -1328,6 +1344,119 @@ TEST(nbd_server, storage_with_a_block_nbd_cannot_announce_is_refused) {
   EXPECT_NO_THROW(server(fine, {}));
 }
 
+// ---- below the block: read-modify-write
+
+TEST(nbd_server_rmw, an_unaligned_read_returns_exactly_its_bytes) {
+  served s;
+  const auto bytes = pattern(4 * block, 17);
+  std::copy(bytes.begin(), bytes.end(), s.backend().bytes().begin());
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(c.request(command::read, 1, 100, 5000));  // across a block boundary
+  auto rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  auto data = c.recv(5000);
+  ASSERT_EQ(data.size(), 5000u);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), bytes.begin() + 100));
+  // And the request right behind it is read as a request, not as part of anything.
+  ASSERT_TRUE(c.request(command::read, 2, 3 * block + 7, 9));
+  rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->second, 2u);
+  data = c.recv(9);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), bytes.begin() + 3 * block + 7));
+}
+
+// Two connections write different sectors of the same blocks, pipelined: each write reads its
+// blocks, puts its bytes in and writes them back, so without the edge-block lock one would undo
+// the other.
+TEST(nbd_server_rmw, unaligned_writes_to_one_block_from_two_connections_all_land) {
+  served s;
+  raw_client a(s.socket_path());
+  raw_client b(s.socket_path());
+  for (raw_client* c : {&a, &b}) {
+    ASSERT_TRUE(c->start());
+    ASSERT_TRUE(c->go());
+  }
+  constexpr int rounds = 40;
+  for (int i = 0; i < rounds; ++i) {
+    const uint64_t at = uint64_t(i % 4) * block;
+    ASSERT_TRUE(a.request(command::write, i, at + 512, 512));
+    ASSERT_TRUE(a.send(std::vector<uint8_t>(512, static_cast<uint8_t>(i))));
+    ASSERT_TRUE(b.request(command::write, i, at + 2048, 1024));
+    ASSERT_TRUE(b.send(std::vector<uint8_t>(1024, static_cast<uint8_t>(0x80 + i))));
+  }
+  for (raw_client* c : {&a, &b})
+    for (int i = 0; i < rounds; ++i) {
+      auto rep = c->simple_reply();
+      ASSERT_TRUE(rep);
+      EXPECT_EQ(rep->first, 0u);
+    }
+  s.stop();
+  const auto& disk = s.backend().bytes();
+  for (int blk = 0; blk < 4; ++blk) {
+    const int last = rounds - 4 + blk;  // the last round that wrote this block
+    const uint64_t at = uint64_t(blk) * block;
+    for (uint64_t i = 0; i < block; ++i) {
+      uint8_t want = 0;
+      if (i >= 512 && i < 1024) want = static_cast<uint8_t>(last);
+      if (i >= 2048 && i < 3072) want = static_cast<uint8_t>(0x80 + last);
+      ASSERT_EQ(disk[at + i], want) << "block " << blk << " byte " << i;
+    }
+  }
+}
+
+TEST(nbd_server_rmw, an_unaligned_write_whose_read_fails_gets_eio_and_the_connection_goes_on) {
+  served s;
+  s.backend().fail_at(2 * block);
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(c.request(command::write, 1, 2 * block + 10, 100));
+  ASSERT_TRUE(c.send(std::vector<uint8_t>(100, 0x42)));  // read past: it must not be a request
+  auto rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, static_cast<uint32_t>(error_code::eio));
+  EXPECT_EQ(rep->second, 1u);
+  s.backend().fail_at(std::nullopt);
+  // The block is not left locked: the same write now goes through.
+  ASSERT_TRUE(c.request(command::write, 2, 2 * block + 10, 100));
+  ASSERT_TRUE(c.send(std::vector<uint8_t>(100, 0x42)));
+  rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  EXPECT_EQ(rep->second, 2u);
+  s.stop();
+  EXPECT_EQ(s.backend().bytes()[2 * block + 10], 0x42);
+  EXPECT_EQ(s.backend().free_ios(), 32u);
+}
+
+// A connection that goes away in the middle of unaligned writes leaves no block locked and no
+// memory held.
+TEST(nbd_server_rmw, a_client_gone_mid_write_leaves_no_lock_and_no_memory_behind) {
+  served s;
+  {
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start());
+    ASSERT_TRUE(c.go());
+    for (int i = 0; i < 8; ++i) ASSERT_TRUE(c.request(command::write, i, 100, 200));
+    // Payloads never sent: the first write waits for its payload, the rest behind it.
+  }
+  raw_client next(s.socket_path());
+  ASSERT_TRUE(next.start());
+  ASSERT_TRUE(next.go());
+  ASSERT_TRUE(next.request(command::write, 9, 100, 200));
+  ASSERT_TRUE(next.send(std::vector<uint8_t>(200, 0x11)));
+  auto rep = next.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  s.stop();
+  EXPECT_EQ(s.backend().free_ios(), 32u);
+  EXPECT_EQ(s.backend().bytes()[100], 0x11);
+}
+
 // ---- bounds: no client keeps memory, slots or the server for ever
 
 constexpr auto short_bound = 300ms;
@@ -1361,7 +1490,7 @@ TEST(nbd_server_bounds, a_refused_write_whose_payload_stops_is_closed_too) {
   raw_client c(s.socket_path());
   ASSERT_TRUE(c.start());
   ASSERT_TRUE(c.go());
-  ASSERT_TRUE(c.request(command::write, 1, 1, block));  // unaligned: refused, payload read past
+  ASSERT_TRUE(c.request(command::write, 1, disk_size, block));  // past the end: refused
   EXPECT_TRUE(c.closed_by_peer());
   s.stop();
   EXPECT_EQ(s.srv().counters().timed_out, 1u);
