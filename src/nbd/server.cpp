@@ -1129,7 +1129,17 @@ void server::lock_edges(request& r) {
 
 bool server::lock_edges_or_wait(connection& c, uint32_t index) {
   request& r = c.requests[index];
-  if (lock_waiting_.empty() && edges_free(r)) {
+  // Free, and no earlier waiter wants one of its blocks (they go first, block by block; waiters
+  // for other blocks do not hold it up).
+  const uint32_t block = storage_.block_size();
+  const auto mine = edge_blocks(r.h.offset, r.h.length, block);
+  bool queued_behind = false;
+  for (const auto& [wc, wi] : lock_waiting_) {
+    const request& w = wc->requests[wi];
+    for (const auto& theirs : edge_blocks(w.h.offset, w.h.length, block))
+      for (const auto& b : mine) queued_behind = queued_behind || (b && theirs && *b == *theirs);
+  }
+  if (!queued_behind && edges_free(r)) {
     lock_edges(r);
     return true;
   }

@@ -1433,6 +1433,37 @@ TEST(nbd_server_rmw, an_unaligned_write_whose_read_fails_gets_eio_and_the_connec
   EXPECT_EQ(s.backend().free_ios(), 32u);
 }
 
+// A client that holds a block (its unaligned write's payload never comes) stalls only the writes
+// to that block, not unaligned writes elsewhere.
+TEST(nbd_server_rmw, a_held_block_holds_up_only_the_writes_to_it) {
+  served s;
+  raw_client holder(s.socket_path());
+  raw_client same(s.socket_path());
+  raw_client elsewhere(s.socket_path());
+  for (raw_client* c : {&holder, &same, &elsewhere}) {
+    ASSERT_TRUE(c->start());
+    ASSERT_TRUE(c->go());
+  }
+  ASSERT_TRUE(holder.request(command::write, 1, 100, 200));  // and no payload
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(same.request(command::write, 2, 1000, 200));
+  ASSERT_TRUE(same.send(std::vector<uint8_t>(200, 0x22)));
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(elsewhere.request(command::write, 3, 5 * block + 100, 200));
+  ASSERT_TRUE(elsewhere.send(std::vector<uint8_t>(200, 0x33)));
+  auto rep = elsewhere.simple_reply();  // well within the holder's 30 s request timeout
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  // The holder goes; the write that waited for its block goes through.
+  holder.close();
+  rep = same.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  s.stop();
+  EXPECT_EQ(s.backend().bytes()[1000], 0x22);
+  EXPECT_EQ(s.backend().bytes()[5 * block + 100], 0x33);
+}
+
 // A connection that goes away in the middle of unaligned writes leaves no block locked and no
 // memory held.
 TEST(nbd_server_rmw, a_client_gone_mid_write_leaves_no_lock_and_no_memory_behind) {
