@@ -218,10 +218,15 @@ server::server(backend& storage, server_options options)
                        fmt::format("nbd: the storage's block of {} bytes is not a power of two of "
                                    "at most {} bytes, as NBD clients require",
                                    minimum, max_minimum_block_size));
-  if (options_.max_block_size < minimum || options_.max_block_size % minimum != 0)
+  if (storage_.size() % minimum != 0)
     throw status_error(status::invalid_value,
-                       fmt::format("nbd: the largest request ({} bytes) is not a multiple of the "
-                                   "block ({} bytes)",
+                       fmt::format("nbd: the storage's size ({} bytes) is not a whole number of "
+                                   "blocks of {} bytes",
+                                   storage_.size(), minimum));
+  if (options_.max_block_size < 2 * minimum || options_.max_block_size % minimum != 0)
+    throw status_error(status::invalid_value,
+                       fmt::format("nbd: the largest request ({} bytes) is not two or more "
+                                   "blocks of {} bytes",
                                    options_.max_block_size, minimum));
   read_only_ = options_.read_only || storage_.read_only();
   // Announced one block short of what an aligned request may be, so that an unaligned request of
@@ -352,6 +357,16 @@ void server::run() {
   for (;;) {
     now_ = clock_type::now();
     const int next_deadline_ms = close_expired();  // first: nothing is dirty yet, so it may reap
+    // A connection closed for a deadline may have let go of memory or of edge blocks that other
+    // requests wait for: no readiness event would tell.
+    if (memory_freed_ || lock_released_) {
+      memory_freed_ = false;
+      const bool any_waiting = !waiting_.empty() || !lock_waiting_.empty();
+      if (lock_released_) retry_lock_waiting();
+      if (!waiting_.empty()) retry_waiting();
+      if (any_waiting)
+        for (auto& [p, c] : connections_) mark(*c);
+    }
     if (!paused_listeners_.empty() && clock_type::now() >= resume_accepting_at_) {
       for (int fd : paused_listeners_) {
         epoll_event ev{};
@@ -414,6 +429,7 @@ void server::run() {
     if (!paused_listeners_.empty())
       timeout_ms = timeout_ms < 0 ? static_cast<int>(accept_pause.count())
                                   : std::min(timeout_ms, static_cast<int>(accept_pause.count()));
+    if (!dirty.empty()) timeout_ms = 0;  // work is waiting: only look for events
     const int n = ::epoll_wait(epoll_.get(), events.data(), epoll_batch, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -630,7 +646,7 @@ void server::on_readable(connection& c) {
     }
   }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-  if (n == 0 && c.transmission && c.at == connection::phase::request_header) {
+  if (n == 0 && c.transmission && c.at == connection::phase::request_header && c.buffered() == 0) {
     // A half-close between requests (shutdown(SHUT_WR), as `nbdcopy` and friends may do): the
     // replies still owed go out, then the connection closes, as after NBD_CMD_DISC.
     c.disc = true;
@@ -942,9 +958,10 @@ void server::handle_request(connection& c) {
   const bool aligned = h.offset % block == 0 && h.length % block == 0;
   const bool known = h.type <= static_cast<uint16_t>(command::block_status);
   const bool moves_data = is_write || type == command::read;
-  // Unaligned READ, WRITE and WRITE_ZEROES go through the whole blocks around them, which must
-  // fit one io; TRIM (advisory), CACHE and BLOCK_STATUS need no alignment.
-  const bool rmw = !aligned && in_range && (moves_data || type == command::write_zeroes);
+  // Unaligned READ and WRITE go through the whole blocks around them, which must fit one io; an
+  // unaligned WRITE_ZEROES zeroes its partial edge blocks by read-modify-write, one at a time, and
+  // the whole blocks between as usual; TRIM (advisory), CACHE and BLOCK_STATUS need no alignment.
+  const bool rmw = !aligned && in_range && moves_data;
   if (rmw) {
     r.rmw = true;
     r.cover_offset = h.offset - h.offset % block;
@@ -1007,7 +1024,7 @@ void server::handle_request(connection& c) {
       r.next_kind = io_kind::write;
       r.next = h.offset;
       r.end = h.offset + h.length;
-      if (r.rmw && !lock_edges_or_wait(c, index)) return;
+      if (!aligned && !lock_edges_or_wait(c, index)) return;
       start_io(c, index);
       return;
     case command::flush:
@@ -1046,11 +1063,20 @@ void server::handle_request(connection& c) {
 }
 
 // The length of the io that r needs next: 0 for a flush, a chunk of a WRITE_ZEROES.
+bool server::partial_zeroes(const request& r) const noexcept {
+  const uint32_t block = storage_.block_size();
+  return r.next % block != 0 || r.end - r.next < block;
+}
+
 uint32_t server::io_length(const request& r) const noexcept {
   if (r.next_kind == io_kind::flush) return 0;
   if (r.rmw) return r.cover_length;
-  if (static_cast<command>(r.h.type) == command::write_zeroes)
-    return static_cast<uint32_t>(std::min<uint64_t>(r.end - r.next, storage_.max_io()));
+  if (static_cast<command>(r.h.type) == command::write_zeroes) {
+    const uint32_t block = storage_.block_size();
+    const uint64_t left = r.end - r.next;
+    if (partial_zeroes(r)) return block;  // a partial edge block, read-modified-written
+    return static_cast<uint32_t>(std::min<uint64_t>(left - left % block, storage_.max_io()));
+  }
   return r.h.length;
 }
 
@@ -1079,6 +1105,13 @@ void server::use_io(connection& c, uint32_t index, io& x) {
     x.kind = io_kind::read;
     x.offset = r.cover_offset;
     r.rmw_reading = r.next_kind == io_kind::write;
+    submit_io(c, index);
+  } else if (static_cast<command>(r.h.type) == command::write_zeroes &&
+             r.next_kind == io_kind::write && partial_zeroes(r)) {
+    // A partial edge block: read, zeroed in part (on_io_done), written back.
+    x.kind = io_kind::read;
+    x.offset = r.next - r.next % storage_.block_size();
+    r.rmw_reading = true;
     submit_io(c, index);
   } else if (static_cast<command>(r.h.type) == command::write_zeroes &&
              r.next_kind == io_kind::write) {
@@ -1155,13 +1188,22 @@ void server::unlock_edges(request& r) {
   lock_released_ = true;
 }
 
-// Oldest first; one whose blocks are still held does not hold up the others.
+// Oldest first; one whose blocks are still held does not hold up waiters for other blocks.
 void server::retry_lock_waiting() {
   lock_released_ = false;
+  // Blocks an earlier waiter still waits for: a later one must not take them first, or a write
+  // with two edge blocks could be overtaken for ever.
+  std::unordered_set<uint64_t> reserved;
+  const uint32_t block = storage_.block_size();
   for (auto it = lock_waiting_.begin(); it != lock_waiting_.end();) {
     auto [c, index] = *it;
     request& r = c->requests[index];
-    if (!edges_free(r)) {
+    const auto mine = edge_blocks(r.h.offset, r.h.length, block);
+    bool behind = false;
+    for (const auto& b : mine) behind = behind || (b && reserved.count(*b) != 0);
+    if (behind || !edges_free(r)) {
+      for (const auto& b : mine)
+        if (b) reserved.insert(*b);
       ++it;
       continue;
     }
@@ -1189,8 +1231,9 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
   const bool failed = !ok(x.result);
   if (failed) {
     ++counters_.io_errors;
-    ZC_LOG_ERROR("nbd: {} of {} bytes at offset {:#x} failed: {}", command_name(r.h.type), x.length,
-                 x.offset, status_name(x.result));
+    ZC_LOG_ERROR("nbd: {}{} of {} bytes at offset {:#x} failed: {}",
+                 r.rmw_reading ? "reading the blocks around an unaligned " : "",
+                 command_name(r.h.type), x.length, x.offset, status_name(x.result));
   }
   if (c.dead) {
     release_io(x);
@@ -1208,8 +1251,9 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     if (failed) {
       release_io(x);
       r.x = nullptr;
-      unlock_edges(r);
+      r.at = request::stage::idle;  // nothing of it is with the backend any more
       if (type == command::write) {
+        unlock_edges(r);
         // Its payload is still in the socket: read past it, then answer EIO.
         c.blocked = false;
         c.discard_left = r.h.length;
@@ -1230,9 +1274,10 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
       c.payload_began = now_;
       return;
     }
-    // WRITE_ZEROES: its range zeroed in the blocks just read, then all written back.
-    size_t before = r.skip;
-    size_t left = r.h.length;
+    // WRITE_ZEROES: its part of the edge block just read zeroed, and the block written back.
+    const uint64_t piece_end = std::min<uint64_t>(r.end, x.offset + storage_.block_size());
+    size_t before = static_cast<size_t>(r.next - x.offset);
+    size_t left = static_cast<size_t>(piece_end - r.next);
     for (const iovec& s : x.segments) {
       if (left == 0) break;
       if (before >= s.iov_len) {
@@ -1247,7 +1292,6 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     submit_io(c, index);
     return;
   }
-  if (r.locked) unlock_edges(r);  // an unaligned write is written back
   if (type == command::read && !failed) {
     reply rep;
     if (c.structured) {
@@ -1275,8 +1319,9 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     finish(c, index, static_cast<uint32_t>(error_code::eio));
     return;
   }
-  if (type == command::write_zeroes && x.kind == io_kind::write && !r.rmw) {
-    r.next += x.length;
+  if (type == command::write_zeroes && x.kind == io_kind::write) {
+    r.next = partial_zeroes(r) ? std::min<uint64_t>(r.end, x.offset + storage_.block_size())
+                               : r.next + x.length;
     if (r.next < r.end) {
       start_io(c, index);
       return;
@@ -1295,6 +1340,7 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
 void server::finish(connection& c, uint32_t index, uint32_t error) {
   request& r = c.requests[index];
   r.at = request::stage::replying;
+  if (r.locked) unlock_edges(r);  // an unaligned write holds its edge blocks until answered
   if (c.dead) {
     r.used = false;
     c.free.push_back(index);
@@ -1367,11 +1413,13 @@ void server::flush_output(connection& c) {
       close_connection(c);
       return;
     }
-    if (n > 0) c.output_waits = now_;
     size_t sent = c.out_sent + static_cast<size_t>(n);
     while (!c.out.empty() && sent >= c.out.front().total()) {
       reply& r = c.out.front();
       sent -= r.total();
+      // Each reply must go out whole within request_timeout of reaching the front: a client
+      // draining at a trickle does not keep its IO memory for ever.
+      c.output_waits = now_;
       if (r.data != nullptr) release_io(*r.data);
       if (r.request >= 0) {
         request& q = c.requests[static_cast<size_t>(r.request)];

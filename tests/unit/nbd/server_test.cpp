@@ -1473,7 +1473,8 @@ TEST(nbd_server_rmw, a_client_gone_mid_write_leaves_no_lock_and_no_memory_behind
     ASSERT_TRUE(c.start());
     ASSERT_TRUE(c.go());
     for (int i = 0; i < 8; ++i) ASSERT_TRUE(c.request(command::write, i, 100, 200));
-    // Payloads never sent: the first write waits for its payload, the rest behind it.
+    // The first write's 200-byte payload is what follows it (the next headers), then the second
+    // write waits for a payload that never comes.
   }
   raw_client next(s.socket_path());
   ASSERT_TRUE(next.start());
@@ -1486,6 +1487,117 @@ TEST(nbd_server_rmw, a_client_gone_mid_write_leaves_no_lock_and_no_memory_behind
   s.stop();
   EXPECT_EQ(s.backend().free_ios(), 32u);
   EXPECT_EQ(s.backend().bytes()[100], 0x11);
+}
+
+// An unaligned WRITE_ZEROES of any length: its partial edge blocks read-modify-written, the
+// whole blocks between zeroed as usual; only its bytes change, FUA flushes.
+TEST(nbd_server_rmw, an_unaligned_write_zeroes_of_any_length_zeroes_exactly_its_range) {
+  served s;
+  const auto bytes = pattern(8 * max_io, 5);
+  std::copy(bytes.begin(), bytes.end(), s.backend().bytes().begin());
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.go());
+  const uint64_t small_at = 100, small_len = 5000;             // two partial blocks
+  const uint64_t big_at = max_io + 512, big_len = 4 * max_io;  // larger than any io
+  ASSERT_TRUE(c.request(command::write_zeroes, 1, small_at, small_len, command_flag::fua));
+  ASSERT_TRUE(c.request(command::write_zeroes, 2, big_at, big_len));
+  for (int i = 0; i < 2; ++i) {
+    auto rep = c.simple_reply();
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->first, 0u) << "request " << rep->second;
+  }
+  // Nothing stays locked: a write in the first block goes through.
+  ASSERT_TRUE(c.request(command::write, 3, 6000, 10, command_flag::fua));
+  ASSERT_TRUE(c.send(std::vector<uint8_t>(10, 0xEE)));
+  auto rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  s.stop();
+  const auto& d = s.backend().bytes();
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    uint8_t want = bytes[i];
+    if ((i >= small_at && i < small_at + small_len) || (i >= big_at && i < big_at + big_len))
+      want = 0;
+    if (i >= 6000 && i < 6010) want = 0xEE;
+    ASSERT_EQ(d[i], want) << "byte " << i;
+  }
+  EXPECT_EQ(s.backend().flushes, 2u);
+  EXPECT_EQ(s.backend().free_ios(), 32u);
+}
+
+// Over a backend cut into 4 KiB segments, an unaligned write and read spanning several of them.
+TEST(nbd_server_rmw, unaligned_requests_across_segments_are_exact) {
+  served s({}, 32, false, 4096);
+  const auto bytes = pattern(4 * block, 3);
+  std::copy(bytes.begin(), bytes.end(), s.backend().bytes().begin());
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.go());
+  const auto payload = pattern(9000, 77);
+  ASSERT_TRUE(c.request(command::write, 1, 1000, 9000));
+  ASSERT_TRUE(c.send(payload));
+  ASSERT_TRUE(c.request(command::read, 2, 999, 9002));
+  auto rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->second, 2u);
+  auto data = c.recv(9002);
+  ASSERT_EQ(data.size(), 9002u);
+  EXPECT_EQ(data[0], bytes[999]);
+  EXPECT_TRUE(std::equal(payload.begin(), payload.end(), data.begin() + 1));
+  EXPECT_EQ(data[9001], bytes[10000]);
+  s.stop();
+  const auto& d = s.backend().bytes();
+  for (size_t i = 0; i < 4 * block; ++i)
+    ASSERT_EQ(d[i], (i >= 1000 && i < 10000) ? payload[i - 1000] : bytes[i]) << "byte " << i;
+}
+
+// A write waiting for two edge blocks is not overtaken by a later one for one of them.
+TEST(nbd_server_rmw, a_write_waiting_for_two_blocks_is_not_overtaken) {
+  served s;
+  raw_client h0(s.socket_path()), h2(s.socket_path()), w(s.socket_path()), x(s.socket_path());
+  for (raw_client* c : {&h0, &h2, &w, &x}) {
+    ASSERT_TRUE(c->start());
+    ASSERT_TRUE(c->go());
+  }
+  ASSERT_TRUE(h0.request(command::write, 1, 100, 200));              // holds block 0
+  ASSERT_TRUE(h2.request(command::write, 2, 2 * block + 100, 200));  // holds block 2
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(w.request(command::write, 3, 200, 2 * block));  // edges 0 and 2: waits
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(x.request(command::write, 4, 2 * block + 3000, 100));  // behind w; no payload ever
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(h2.send(std::vector<uint8_t>(200, 2)));  // block 2 let go: w's, not x's
+  ASSERT_TRUE(h2.simple_reply());
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(h0.send(std::vector<uint8_t>(200, 1)));  // block 0 let go
+  ASSERT_TRUE(h0.simple_reply());
+  ASSERT_TRUE(w.send(std::vector<uint8_t>(2 * block, 3)));
+  auto rep = w.simple_reply();  // within 5 s; x never sends and holds nothing
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+}
+
+// A covering read that fails, then the client goes while its payload is read past: the closed
+// connection is not kept for ever (no IO of it is with the backend any more).
+TEST(nbd_server_rmw, a_failed_covering_read_then_a_close_leaves_nothing_behind) {
+  served s;
+  s.backend().fail_at(2 * block);
+  {
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(c.start());
+    ASSERT_TRUE(c.go());
+    ASSERT_TRUE(c.request(command::write, 1, 2 * block + 10, 100));
+    ASSERT_TRUE(c.send(std::vector<uint8_t>(10, 0x42)));  // part of the payload, then gone
+    std::this_thread::sleep_for(100ms);
+  }
+  std::this_thread::sleep_for(100ms);
+  s.stop();
+  EXPECT_EQ(s.srv().tracked_connections(), 0u);
+  EXPECT_EQ(s.backend().free_ios(), 32u);
 }
 
 // ---- bounds: no client keeps memory, slots or the server for ever
@@ -1540,6 +1652,55 @@ TEST(nbd_server_bounds, a_client_that_leaves_its_replies_unread_is_closed) {
   s.stop();
   EXPECT_EQ(s.srv().counters().timed_out, 1u);
   EXPECT_EQ(s.backend().free_ios(), 32u);
+}
+
+// A connection closed for a deadline lets go of what others wait for: its block and its memory.
+TEST(nbd_server_bounds, a_deadline_close_wakes_the_writes_and_reads_waiting_for_it) {
+  served s({.request_timeout = short_bound}, 2);  // two ios
+  raw_client holder(s.socket_path());
+  raw_client same_block(s.socket_path());
+  raw_client reader(s.socket_path());
+  for (raw_client* c : {&holder, &same_block, &reader}) {
+    ASSERT_TRUE(c->start());
+    ASSERT_TRUE(c->go());
+  }
+  ASSERT_TRUE(holder.request(command::write, 1, 100, 200));  // block 0 and one io; no payload
+  ASSERT_TRUE(holder.request(command::read, 2, 8 * block, max_io));  // the other io, unread...
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(same_block.request(command::write, 3, 1000, 200));  // waits for block 0
+  ASSERT_TRUE(same_block.send(std::vector<uint8_t>(200, 0x22)));
+  ASSERT_TRUE(reader.request(command::read, 4, 0, block));  // waits for memory
+  const auto asked = std::chrono::steady_clock::now();
+  auto rep = same_block.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  rep = reader.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 3s);
+  EXPECT_TRUE(holder.closed_by_peer());
+}
+
+// Replies drained at a trickle: each must go out whole within the bound once at the front.
+TEST(nbd_server_bounds, a_trickle_reader_is_closed_too) {
+  served s({.max_in_flight = 8, .request_timeout = short_bound});
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.go());
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(c.request(command::read, i, 0, max_io));
+  const auto began = std::chrono::steady_clock::now();
+  bool closed = false;
+  while (std::chrono::steady_clock::now() - began < 5s) {
+    auto v = c.recv(256 * 1024);
+    if (v.empty()) {
+      closed = true;
+      break;
+    }
+    std::this_thread::sleep_for(250ms);
+  }
+  EXPECT_TRUE(closed) << "still served after 5 s with a bound of 300 ms";
+  s.stop();
+  EXPECT_EQ(s.srv().counters().timed_out, 1u);
 }
 
 TEST(nbd_server_bounds, idle_timeout_closes_a_connection_with_nothing_in_flight) {
