@@ -1,6 +1,6 @@
-// Builds an example of examples/doca/ the way a DOCA sample is built (its own meson.build,
-// doca-common and doca-rdma found by pkg-config, here libzcstore-doca's build-tree .pc files),
-// for the tests that then run it as real processes.
+// Builds the examples of examples/doca/ the way DOCA's samples are built (one meson project, the
+// DOCA libraries found by pkg-config, here libzcstore-doca's build-tree .pc files), for the tests
+// that then run them as real processes.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -34,13 +34,14 @@ inline int run_shell(const std::string& command, std::string& output,
 }
 
 struct built_example {
-  std::filesystem::path dir;  // the meson build directory
+  std::filesystem::path dir;  // where the example's program is, in the meson build directory
   std::string skip_reason;    // set when meson is missing
   std::string error;          // set when the build failed
 };
 
-// Builds examples/doca/<name> into the build tree, where it is kept between runs (ctest runs
-// each test in its own process): ninja rebuilds what changed, meson reconfigures itself.
+// Builds examples/doca into the build tree, where it is kept between runs (ctest runs each test
+// in its own process, some at once: flock takes turns): ninja rebuilds what changed, meson
+// reconfigures itself. The program of examples/doca/<name> is then in dir.
 inline built_example build_example(const std::string& name) {
   built_example b;
   std::string out;
@@ -49,19 +50,20 @@ inline built_example build_example(const std::string& name) {
     return b;
   }
   namespace fs = std::filesystem;
-  b.dir = fs::path(ZC_BINARY_DIR) / "examples/doca" / name;
-  std::string command = "ninja -C " + b.dir.string();
-  if (!fs::exists(b.dir / "build.ninja")) {
-    fs::remove_all(b.dir);
-    std::string options = "-Dwerror=true";
+  const fs::path root = fs::path(ZC_BINARY_DIR) / "examples/doca";
+  b.dir = root / name;
+  std::string options = "-Dwerror=true";
 #ifdef ZC_DOCA_EXAMPLES_SANITIZE
-    // The library is built with ASan/UBSan: a program that loads it needs the same runtimes.
-    options += " -Db_sanitize=address,undefined -Db_lundef=false";
+  // The library is built with ASan/UBSan: a program that loads it needs the same runtimes.
+  options += " -Db_sanitize=address,undefined -Db_lundef=false";
 #endif
-    command = "PKG_CONFIG_PATH=" + std::string(ZC_BINARY_DIR) + "/compat/doca/pkgconfig" +
-              " meson setup " + options + " " + b.dir.string() + " " + ZC_SOURCE_DIR +
-              "/examples/doca/" + name + " && " + command;
-  }
+  const std::string r = root.string();
+  // Configured once (a directory left by an older layout is replaced), then brought up to date;
+  // all under one lock, since another test process may be building at the same time.
+  const std::string command =
+      "flock " + r + ".lock sh -c 'if [ ! -f " + r + "/build.ninja ]; then rm -rf " + r +
+      " && PKG_CONFIG_PATH=" + std::string(ZC_BINARY_DIR) + "/compat/doca/pkgconfig meson setup " +
+      options + " " + r + " " + ZC_SOURCE_DIR + "/examples/doca || exit 1; fi; ninja -C " + r + "'";
   if (run_shell(command, out) != 0) b.error = command + "\n" + out;
   return b;
 }

@@ -33,6 +33,8 @@
 #include <doca_pe.h>
 #include <doca_rdma.h>
 
+#include "example_common.h"
+
 DOCA_LOG_REGISTER(RDMA_SEND_RECEIVE);
 
 #define MAX_MESSAGE_SIZE 256
@@ -67,66 +69,9 @@ struct resources {
   bool done;           /* the context went back to idle */
 };
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void pause_briefly(void) {
-  struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000};
-  nanosleep(&ts, NULL);
-}
-
-/* The message number i carries; its length without the terminator. */
 static size_t expected_message(const struct config* cfg, uint32_t i, char* out) {
   int n = snprintf(out, MAX_MESSAGE_SIZE, "%s #%u", cfg->string, i);
   return n < 0 ? 0 : (size_t)n;
-}
-
-/* Writes the whole file at once (a temporary file renamed), so the peer never reads half. */
-static doca_error_t write_file(const char* path, const void* data, size_t len) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-    return DOCA_ERROR_INVALID_VALUE;
-  FILE* f = fopen(tmp, "wb");
-  if (f == NULL) return DOCA_ERROR_IO_FAILED;
-  bool ok = fwrite(data, 1, len, f) == len;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) return DOCA_ERROR_IO_FAILED;
-  return DOCA_SUCCESS;
-}
-
-/* Waits (bounded) for the peer's file, then reads it into a malloc'd buffer. */
-static doca_error_t read_peer_file(const char* path, void** data, size_t* len) {
-  const double deadline = now_seconds() + PEER_WAIT_SECONDS;
-  struct stat st;
-  while (stat(path, &st) != 0) {
-    if (now_seconds() > deadline) {
-      DOCA_LOG_ERR("Timed out waiting for %s", path);
-      return DOCA_ERROR_TIME_OUT;
-    }
-    pause_briefly();
-  }
-  if (st.st_size <= 0 || st.st_size > 65536) {
-    DOCA_LOG_ERR("%s has an unexpected size (%lld bytes)", path, (long long)st.st_size);
-    return DOCA_ERROR_INVALID_VALUE;
-  }
-  FILE* f = fopen(path, "rb");
-  if (f == NULL) return DOCA_ERROR_IO_FAILED;
-  *data = malloc((size_t)st.st_size);
-  if (*data == NULL) {
-    fclose(f);
-    return DOCA_ERROR_NO_MEMORY;
-  }
-  *len = fread(*data, 1, (size_t)st.st_size, f);
-  fclose(f);
-  if (*len != (size_t)st.st_size) {
-    free(*data);
-    *data = NULL;
-    return DOCA_ERROR_IO_FAILED;
-  }
-  return DOCA_SUCCESS;
 }
 
 static void fail(struct resources* res, doca_error_t err) {
@@ -213,12 +158,13 @@ static doca_error_t export_and_connect(struct resources* res) {
     DOCA_LOG_ERR("Failed to export the RDMA connection: %s", doca_error_get_descr(result));
     return result;
   }
-  result = write_file(res->cfg.local_path, local_desc, local_len);
+  result = example_write_file(res->cfg.local_path, local_desc, local_len);
   if (result != DOCA_SUCCESS) {
     DOCA_LOG_ERR("Failed to write %s", res->cfg.local_path);
     return result;
   }
-  result = read_peer_file(res->cfg.remote_path, &remote_desc, &remote_len);
+  result =
+      example_read_peer_file(res->cfg.remote_path, PEER_WAIT_SECONDS, &remote_desc, &remote_len);
   if (result != DOCA_SUCCESS) return result;
   result = doca_rdma_connect(res->rdma, remote_desc, remote_len, connection);
   free(remote_desc);
@@ -250,7 +196,7 @@ static doca_error_t post_receives(struct resources* res) {
   if (snprintf(ready, sizeof(ready), "%s.ready", res->cfg.local_path) >= (int)sizeof(ready))
     return DOCA_ERROR_INVALID_VALUE;
   DOCA_LOG_INFO("Posted %u receive tasks", res->cfg.count);
-  return write_file(ready, "ready\n", 6);
+  return example_write_file(ready, "ready\n", 6);
 }
 
 /* RUNNING, sender: wait for the receiver's receives, then send every message. */
@@ -260,7 +206,7 @@ static doca_error_t send_messages(struct resources* res) {
   size_t ignored_len = 0;
   if (snprintf(ready, sizeof(ready), "%s.ready", res->cfg.remote_path) >= (int)sizeof(ready))
     return DOCA_ERROR_INVALID_VALUE;
-  doca_error_t result = read_peer_file(ready, &ignored, &ignored_len);
+  doca_error_t result = example_read_peer_file(ready, PEER_WAIT_SECONDS, &ignored, &ignored_len);
   free(ignored);
   if (result != DOCA_SUCCESS) return result;
   for (uint32_t i = 0; i < res->cfg.count; i++) {
@@ -498,14 +444,14 @@ int main(int argc, char** argv) {
     (void)doca_argp_destroy();
     return 1;
   }
-  const double deadline = now_seconds() + RUN_SECONDS;
+  const double deadline = example_now_seconds() + RUN_SECONDS;
   while (!res.done) {
-    if (now_seconds() > deadline) {
+    if (example_now_seconds() > deadline) {
       DOCA_LOG_ERR("Timed out");
       fail(&res, DOCA_ERROR_TIME_OUT);
       break;
     }
-    if (doca_pe_progress(res.pe) == 0) pause_briefly();
+    if (doca_pe_progress(res.pe) == 0) example_pause_briefly();
   }
   /* A context that timed out may still need progress to get back to idle. */
   for (int i = 0; i < 100000 && !res.done; i++) (void)doca_pe_progress(res.pe);

@@ -34,6 +34,8 @@
 #include <doca_rdma.h>
 #include <doca_sync_event.h>
 
+#include "example_common.h"
+
 DOCA_LOG_REGISTER(RDMA_SYNC_EVENT);
 
 #define PEER_WAIT_SECONDS 30
@@ -72,62 +74,6 @@ struct resources {
   doca_error_t result; /* first error */
   bool done;           /* the context went back to idle */
 };
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void pause_briefly(void) {
-  struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000};
-  nanosleep(&ts, NULL);
-}
-
-/* Writes the whole file at once (a temporary file renamed), so the peer never reads half. */
-static doca_error_t write_file(const char* path, const void* data, size_t len) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-    return DOCA_ERROR_INVALID_VALUE;
-  FILE* f = fopen(tmp, "wb");
-  if (f == NULL) return DOCA_ERROR_IO_FAILED;
-  bool ok = fwrite(data, 1, len, f) == len;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) return DOCA_ERROR_IO_FAILED;
-  return DOCA_SUCCESS;
-}
-
-/* Waits (bounded) for the peer's file, then reads it into a malloc'd buffer. */
-static doca_error_t read_peer_file(const char* path, void** data, size_t* len) {
-  const double deadline = now_seconds() + PEER_WAIT_SECONDS;
-  struct stat st;
-  while (stat(path, &st) != 0) {
-    if (now_seconds() > deadline) {
-      DOCA_LOG_ERR("Timed out waiting for %s", path);
-      return DOCA_ERROR_TIME_OUT;
-    }
-    pause_briefly();
-  }
-  if (st.st_size <= 0 || st.st_size > 65536) {
-    DOCA_LOG_ERR("%s has an unexpected size (%lld bytes)", path, (long long)st.st_size);
-    return DOCA_ERROR_INVALID_VALUE;
-  }
-  FILE* f = fopen(path, "rb");
-  if (f == NULL) return DOCA_ERROR_IO_FAILED;
-  *data = malloc((size_t)st.st_size);
-  if (*data == NULL) {
-    fclose(f);
-    return DOCA_ERROR_NO_MEMORY;
-  }
-  *len = fread(*data, 1, (size_t)st.st_size, f);
-  fclose(f);
-  if (*len != (size_t)st.st_size) {
-    free(*data);
-    *data = NULL;
-    return DOCA_ERROR_IO_FAILED;
-  }
-  return DOCA_SUCCESS;
-}
 
 static void fail(struct resources* res, doca_error_t err) {
   if (res->result == DOCA_SUCCESS) res->result = err;
@@ -246,7 +192,8 @@ static doca_error_t start_requests(struct resources* res) {
   size_t desc_len = 0;
   struct doca_rdma_task_remote_net_sync_event_notify_set* set = NULL;
   union doca_data user_data = {.u64 = 0};
-  doca_error_t result = read_peer_file(res->cfg.event_path, &desc, &desc_len);
+  doca_error_t result =
+      example_read_peer_file(res->cfg.event_path, PEER_WAIT_SECONDS, &desc, &desc_len);
   if (result != DOCA_SUCCESS) return result;
   result =
       doca_sync_event_remote_net_create_from_export(res->dev, desc, desc_len, &res->remote_event);
@@ -277,19 +224,21 @@ static doca_error_t export_and_connect(struct resources* res) {
     const uint8_t* event_desc = NULL;
     size_t event_len = 0;
     result = doca_sync_event_export_to_remote_net(res->event, &event_desc, &event_len);
-    if (result == DOCA_SUCCESS) result = write_file(res->cfg.event_path, event_desc, event_len);
+    if (result == DOCA_SUCCESS)
+      result = example_write_file(res->cfg.event_path, event_desc, event_len);
     if (result != DOCA_SUCCESS) {
       DOCA_LOG_ERR("Failed to export the sync event: %s", doca_error_get_descr(result));
       return result;
     }
   }
   result = doca_rdma_export(res->rdma, &desc, &len, &connection);
-  if (result == DOCA_SUCCESS) result = write_file(res->cfg.local_path, desc, len);
+  if (result == DOCA_SUCCESS) result = example_write_file(res->cfg.local_path, desc, len);
   if (result != DOCA_SUCCESS) {
     DOCA_LOG_ERR("Failed to export the RDMA connection: %s", doca_error_get_descr(result));
     return result;
   }
-  result = read_peer_file(res->cfg.remote_path, &remote_desc, &remote_len);
+  result =
+      example_read_peer_file(res->cfg.remote_path, PEER_WAIT_SECONDS, &remote_desc, &remote_len);
   if (result != DOCA_SUCCESS) return result;
   result = doca_rdma_connect(res->rdma, remote_desc, remote_len, connection);
   free(remote_desc);
@@ -516,16 +465,16 @@ int main(int argc, char** argv) {
     teardown(&res);
     return 1;
   }
-  const double deadline = now_seconds() + RUN_SECONDS;
+  const double deadline = example_now_seconds() + RUN_SECONDS;
   while (!res.done) {
-    if (now_seconds() > deadline) {
+    if (example_now_seconds() > deadline) {
       DOCA_LOG_ERR("Timed out");
       fail(&res, DOCA_ERROR_TIME_OUT);
       break;
     }
     if (!res.cfg.requester && res.running && !res.finished && res.result == DOCA_SUCCESS)
       serve_event(&res);
-    if (doca_pe_progress(res.pe) == 0) pause_briefly();
+    if (doca_pe_progress(res.pe) == 0) example_pause_briefly();
   }
   for (int i = 0; i < 100000 && !res.done; i++) (void)doca_pe_progress(res.pe);
   if (res.cfg.requester) DOCA_LOG_INFO("Remote gets: %llu", (unsigned long long)res.gets);

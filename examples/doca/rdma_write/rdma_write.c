@@ -28,6 +28,8 @@
 #include <doca_pe.h>
 #include <doca_rdma.h>
 
+#include "example_common.h"
+
 DOCA_LOG_REGISTER(RDMA_WRITE);
 
 #define MEMORY_SIZE 4096
@@ -59,62 +61,6 @@ struct resources {
   bool done;           /* the context went back to idle */
 };
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void pause_briefly(void) {
-  struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000};
-  nanosleep(&ts, NULL);
-}
-
-/* Writes the whole file at once (a temporary file renamed), so the peer never reads half. */
-static doca_error_t write_file(const char* path, const void* data, size_t len) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-    return DOCA_ERROR_INVALID_VALUE;
-  FILE* f = fopen(tmp, "wb");
-  if (f == NULL) return DOCA_ERROR_IO_FAILED;
-  bool ok = fwrite(data, 1, len, f) == len;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) return DOCA_ERROR_IO_FAILED;
-  return DOCA_SUCCESS;
-}
-
-/* Waits (bounded) for the peer's file, then reads it into a malloc'd buffer. */
-static doca_error_t read_peer_file(const char* path, void** data, size_t* len) {
-  const double deadline = now_seconds() + PEER_WAIT_SECONDS;
-  struct stat st;
-  while (stat(path, &st) != 0) {
-    if (now_seconds() > deadline) {
-      DOCA_LOG_ERR("Timed out waiting for %s", path);
-      return DOCA_ERROR_TIME_OUT;
-    }
-    pause_briefly();
-  }
-  if (st.st_size <= 0 || st.st_size > 65536) {
-    DOCA_LOG_ERR("%s has an unexpected size (%lld bytes)", path, (long long)st.st_size);
-    return DOCA_ERROR_INVALID_VALUE;
-  }
-  FILE* f = fopen(path, "rb");
-  if (f == NULL) return DOCA_ERROR_IO_FAILED;
-  *data = malloc((size_t)st.st_size);
-  if (*data == NULL) {
-    fclose(f);
-    return DOCA_ERROR_NO_MEMORY;
-  }
-  *len = fread(*data, 1, (size_t)st.st_size, f);
-  fclose(f);
-  if (*len != (size_t)st.st_size) {
-    free(*data);
-    *data = NULL;
-    return DOCA_ERROR_IO_FAILED;
-  }
-  return DOCA_SUCCESS;
-}
-
 static void fail(struct resources* res, doca_error_t err) {
   if (res->result == DOCA_SUCCESS) res->result = err;
   enum doca_ctx_states state;
@@ -139,7 +85,7 @@ static void write_completed(struct doca_rdma_task_write* task, union doca_data t
   (void)doca_buf_dec_refcount(dst, NULL);
   res->finished = true;
   done_path(res->cfg.local_path, done, sizeof(done));
-  doca_error_t result = write_file(done, "done\n", 5);
+  doca_error_t result = example_write_file(done, "done\n", 5);
   if (result != DOCA_SUCCESS)
     fail(res, result);
   else
@@ -170,19 +116,20 @@ static doca_error_t export_and_connect(struct resources* res) {
   doca_error_t result;
   if (!res->cfg.requester) {
     result = doca_mmap_export_rdma(res->mmap, res->dev, &desc, &len);
-    if (result == DOCA_SUCCESS) result = write_file(res->cfg.mmap_path, desc, len);
+    if (result == DOCA_SUCCESS) result = example_write_file(res->cfg.mmap_path, desc, len);
     if (result != DOCA_SUCCESS) {
       DOCA_LOG_ERR("Failed to export the memory map: %s", doca_error_get_descr(result));
       return result;
     }
   }
   result = doca_rdma_export(res->rdma, &desc, &len, &connection);
-  if (result == DOCA_SUCCESS) result = write_file(res->cfg.local_path, desc, len);
+  if (result == DOCA_SUCCESS) result = example_write_file(res->cfg.local_path, desc, len);
   if (result != DOCA_SUCCESS) {
     DOCA_LOG_ERR("Failed to export the RDMA connection: %s", doca_error_get_descr(result));
     return result;
   }
-  result = read_peer_file(res->cfg.remote_path, &remote_desc, &remote_len);
+  result =
+      example_read_peer_file(res->cfg.remote_path, PEER_WAIT_SECONDS, &remote_desc, &remote_len);
   if (result != DOCA_SUCCESS) return result;
   result = doca_rdma_connect(res->rdma, remote_desc, remote_len, connection);
   free(remote_desc);
@@ -202,7 +149,8 @@ static doca_error_t write_string(struct resources* res) {
   struct doca_rdma_task_write* task = NULL;
   union doca_data user_data = {.u64 = 0};
   const size_t len = strlen(res->cfg.string);
-  doca_error_t result = read_peer_file(res->cfg.mmap_path, &desc, &desc_len);
+  doca_error_t result =
+      example_read_peer_file(res->cfg.mmap_path, PEER_WAIT_SECONDS, &desc, &desc_len);
   if (result != DOCA_SUCCESS) return result;
   result = doca_mmap_create_from_export(NULL, desc, desc_len, res->dev, &res->remote_mmap);
   free(desc);
@@ -407,9 +355,9 @@ int main(int argc, char** argv) {
   }
   char peer_done[4096];
   done_path(res.cfg.remote_path, peer_done, sizeof(peer_done));
-  const double deadline = now_seconds() + RUN_SECONDS;
+  const double deadline = example_now_seconds() + RUN_SECONDS;
   while (!res.done) {
-    if (now_seconds() > deadline) {
+    if (example_now_seconds() > deadline) {
       DOCA_LOG_ERR("Timed out");
       fail(&res, DOCA_ERROR_TIME_OUT);
       break;
@@ -417,7 +365,7 @@ int main(int argc, char** argv) {
     struct stat st;
     if (!res.cfg.requester && res.running && !res.finished && stat(peer_done, &st) == 0)
       check_memory(&res);
-    if (doca_pe_progress(res.pe) == 0) pause_briefly();
+    if (doca_pe_progress(res.pe) == 0) example_pause_briefly();
   }
   for (int i = 0; i < 100000 && !res.done; i++) (void)doca_pe_progress(res.pe);
   /* The requester may have stopped (and so stopped us) right after saying it was done. */
