@@ -68,4 +68,24 @@ inline built_example build_example(const std::string& name) {
   return b;
 }
 
+// What every example test has besides its program (built once per test process, into the suite's
+// static built_example): a scratch folder per test for the descriptor files, removed after it.
+class example_scratch {
+ protected:
+  // From SetUp: skips the test when meson is missing, fails it when the build failed.
+  void prepare(const built_example& built, const std::string& tag) {
+    if (!built.skip_reason.empty()) GTEST_SKIP() << built.skip_reason;
+    ASSERT_TRUE(built.error.empty()) << "the example did not build:\n" << built.error;
+    dir_ = std::filesystem::temp_directory_path() / unique_name(tag);
+    std::filesystem::create_directories(dir_);
+  }
+  // From TearDown.
+  void clean() {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::filesystem::path dir_;
+};
+
 }  // namespace zc::test::doca

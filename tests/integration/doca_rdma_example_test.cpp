@@ -23,23 +23,15 @@ using namespace std::chrono_literals;
 constexpr auto run_timeout = 90s;
 constexpr int message_count = 20;
 
-class doca_rdma_example : public ::testing::Test {
+class doca_rdma_example : public ::testing::Test, protected doca::example_scratch {
  protected:
   // Built (or brought up to date) once per test process.
   static void SetUpTestSuite() { example_ = doca::build_example("rdma_send_receive"); }
 
-  void SetUp() override {
-    if (!example_.skip_reason.empty()) GTEST_SKIP() << example_.skip_reason;
-    ASSERT_TRUE(example_.error.empty()) << "the example did not build:\n" << example_.error;
-    dir_ = fs::temp_directory_path() / unique_name("zc-doca-run");
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
+  void SetUp() override { prepare(example_, "zc-doca-run"); }
+  void TearDown() override { clean(); }
 
   std::string program() const { return (example_.dir / "doca_rdma_send_receive").string(); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   struct outcome {
     int receiver_status = -1;
@@ -93,7 +85,6 @@ class doca_rdma_example : public ::testing::Test {
   }
 
   static inline doca::built_example example_;
-  fs::path dir_;
 };
 
 TEST_F(doca_rdma_example, send_receive_pair_over_shared_memory) {

@@ -18,22 +18,15 @@ using namespace std::chrono_literals;
 
 constexpr auto run_timeout = 90s;
 
-class doca_rdma_sync_event_example : public ::testing::TestWithParam<const char*> {
+class doca_rdma_sync_event_example : public ::testing::TestWithParam<const char*>,
+                                     protected doca::example_scratch {
  protected:
   // Built (or brought up to date) once per test process.
   static void SetUpTestSuite() { example_ = doca::build_example("rdma_sync_event"); }
 
-  void SetUp() override {
-    if (!example_.skip_reason.empty()) GTEST_SKIP() << example_.skip_reason;
-    ASSERT_TRUE(example_.error.empty()) << "the example did not build:\n" << example_.error;
-    dir_ = fs::temp_directory_path() / unique_name("zc-doca-sync-event");
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
+  void SetUp() override { prepare(example_, "zc-doca-sync-event"); }
+  void TearDown() override { clean(); }
 
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   std::vector<std::string> args(const std::string& role, const std::string& local,
                                 const std::string& remote, const std::string& value) const {
     return {(example_.dir / "doca_rdma_sync_event").string(),
@@ -52,7 +45,6 @@ class doca_rdma_sync_event_example : public ::testing::TestWithParam<const char*
   }
 
   static inline doca::built_example example_;
-  fs::path dir_;
 };
 
 TEST_P(doca_rdma_sync_event_example, requester_and_responder_exchange_exact_values) {

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "unit/doca/two_engines.hpp"
+
 namespace {
 
 static_assert(DOCA_SUCCESS == 0 && DOCA_ERROR_INVALID_VALUE == 6 && DOCA_ERROR_EMPTY == 25 &&
@@ -423,20 +425,11 @@ class doca_ctx_pair : public ::testing::TestWithParam<const char*> {
     }
   }
 
-  static bool idle(peer& p) {
-    enum doca_ctx_states state = DOCA_CTX_STATE_RUNNING;
-    return doca_ctx_get_state(p.ctx, &state) == DOCA_SUCCESS && state == DOCA_CTX_STATE_IDLE;
-  }
+  static bool idle(peer& p) { return zc::doca::testing::ctx_idle(p.ctx); }
 
   template <typename Done>
   bool progress_until(Done done, std::chrono::seconds limit = std::chrono::seconds(10)) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      doca_pe_progress(a.pe);
-      doca_pe_progress(b.pe);
-    }
-    return true;
+    return zc::doca::testing::progress_both_until(a.pe, b.pe, done, limit);
   }
 
   void start_both() {
