@@ -58,6 +58,8 @@ inline built_example build_example(const std::string& name) {
   options += " -Db_sanitize=address,undefined -Db_lundef=false";
 #endif
   const std::string r = root.string();
+  std::error_code ignored;
+  fs::create_directories(root.parent_path(), ignored);  // for the lock file, on a fresh tree
   // Configured once (a directory left by an older layout is replaced), then brought up to date;
   // all under one lock, since another test process may be building at the same time.
   const std::string command =
