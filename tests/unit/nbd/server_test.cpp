@@ -1611,9 +1611,7 @@ TEST(nbd_server_bounds, a_write_whose_payload_stops_is_closed_and_frees_its_memo
   ASSERT_TRUE(c.go());
   ASSERT_TRUE(c.request(command::write, 1, 0, max_io));
   ASSERT_TRUE(c.send(std::vector<uint8_t>(1000, 0x5A)));  // and then nothing more
-  const auto sent = std::chrono::steady_clock::now();
-  EXPECT_TRUE(c.closed_by_peer());
-  EXPECT_GE(std::chrono::steady_clock::now() - sent, short_bound - 50ms);
+  EXPECT_TRUE(c.closed_by_peer());  // by the deadline: the counter below says which
   // Someone else is served, with every io back in the pool.
   raw_client other(s.socket_path());
   ASSERT_TRUE(other.start());
@@ -1670,14 +1668,13 @@ TEST(nbd_server_bounds, a_deadline_close_wakes_the_writes_and_reads_waiting_for_
   ASSERT_TRUE(same_block.request(command::write, 3, 1000, 200));  // waits for block 0
   ASSERT_TRUE(same_block.send(std::vector<uint8_t>(200, 0x22)));
   ASSERT_TRUE(reader.request(command::read, 4, 0, block));  // waits for memory
-  const auto asked = std::chrono::steady_clock::now();
+  // Within the raw client's 5 s receive timeout: without the wake-up they would sleep on.
   auto rep = same_block.simple_reply();
   ASSERT_TRUE(rep);
   EXPECT_EQ(rep->first, 0u);
   rep = reader.simple_reply();
   ASSERT_TRUE(rep);
   EXPECT_EQ(rep->first, 0u);
-  EXPECT_LT(std::chrono::steady_clock::now() - asked, 3s);
   EXPECT_TRUE(holder.closed_by_peer());
 }
 
@@ -1704,22 +1701,21 @@ TEST(nbd_server_bounds, a_trickle_reader_is_closed_too) {
 }
 
 TEST(nbd_server_bounds, idle_timeout_closes_a_connection_with_nothing_in_flight) {
-  served s({.idle_timeout = short_bound});
+  // A bound ten times the pause between requests, so a slow machine does not close it early.
+  constexpr auto idle_bound = 1s;
+  served s({.idle_timeout = idle_bound});
   raw_client c(s.socket_path());
   ASSERT_TRUE(c.start());
   ASSERT_TRUE(c.go());
   // Busy for longer than the bound in all: each request resets the clock.
-  auto last = std::chrono::steady_clock::now();
-  for (int i = 0; i < 6; ++i) {
-    if (i != 0) std::this_thread::sleep_for(short_bound / 3);
-    last = std::chrono::steady_clock::now();
+  for (int i = 0; i < 12; ++i) {
+    if (i != 0) std::this_thread::sleep_for(idle_bound / 10);
     ASSERT_TRUE(c.request(command::read, i, 0, block));
     auto rep = c.simple_reply();
     ASSERT_TRUE(rep) << "closed while busy, request " << i;
     EXPECT_EQ(c.recv(block).size(), block);
   }
   EXPECT_TRUE(c.closed_by_peer());
-  EXPECT_GE(std::chrono::steady_clock::now() - last, short_bound - 50ms);
   s.stop();
   EXPECT_EQ(s.srv().counters().timed_out, 1u);
 }
