@@ -70,6 +70,23 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+// Calls f(address, length) for the pieces of an io's memory that hold its bytes [offset, offset +
+// length), in order, until f returns false: the one walk over scattered IO memory.
+template <typename F>
+void for_each_piece(std::span<const iovec> segments, uint64_t offset, uint64_t length, F&& f) {
+  for (const iovec& s : segments) {
+    if (length == 0) return;
+    if (offset >= s.iov_len) {
+      offset -= s.iov_len;
+      continue;
+    }
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(s.iov_len - offset, length));
+    if (!f(static_cast<uint8_t*>(s.iov_base) + offset, n)) return;
+    length -= n;
+    offset = 0;
+  }
+}
+
 int to_ms(std::chrono::steady_clock::duration d) {
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(d).count();
   return static_cast<int>(std::clamp<int64_t>(ms, 0, INT_MAX));
@@ -126,10 +143,10 @@ struct server::request {
   uint64_t end = 0;
   bool fua_pending = false;  // a flush still to do before the reply
   uint64_t bytes = 0;        // counted in in_flight_bytes
-  // Not aligned to the storage's block: served through an io over the whole blocks around it
-  // (a WRITE or WRITE_ZEROES reads them first, then writes them back with its bytes in).
+  // A READ or WRITE not aligned to the storage's block: served through an io over the whole
+  // blocks around it (a WRITE reads them first, then writes them back with its bytes in).
   bool rmw = false;
-  bool rmw_reading = false;  // the blocks around a write are being read
+  bool rmw_reading = false;  // the blocks around a WRITE, or a WRITE_ZEROES' edge, being read
   bool locked = false;       // holds its edge blocks in locked_blocks_
   uint64_t cover_offset = 0;
   uint32_t cover_length = 0;
@@ -352,21 +369,24 @@ void server::run() {
       dirty.push_back(&c);
     }
   };
+  // Memory or edge blocks let go (a reply sent, a connection closed, a write answered): the
+  // requests waiting for them go on, and the connections that stopped reading for them read again.
+  auto let_waiters_on = [&] {
+    memory_freed_ = false;
+    const bool any_waiting = !waiting_.empty() || !lock_waiting_.empty();
+    if (lock_released_) retry_lock_waiting();
+    if (!waiting_.empty()) retry_waiting();
+    if (any_waiting)
+      for (auto& [p, c] : connections_) mark(*c);
+  };
   bool draining = false;
   clock_type::time_point drain_deadline{};
   for (;;) {
     now_ = clock_type::now();
     const int next_deadline_ms = close_expired();  // first: nothing is dirty yet, so it may reap
-    // A connection closed for a deadline may have let go of memory or of edge blocks that other
-    // requests wait for: no readiness event would tell.
-    if (memory_freed_ || lock_released_) {
-      memory_freed_ = false;
-      const bool any_waiting = !waiting_.empty() || !lock_waiting_.empty();
-      if (lock_released_) retry_lock_waiting();
-      if (!waiting_.empty()) retry_waiting();
-      if (any_waiting)
-        for (auto& [p, c] : connections_) mark(*c);
-    }
+    // A connection closed for a deadline may have let go of what others wait for: no readiness
+    // event would tell.
+    if (memory_freed_ || lock_released_) let_waiters_on();
     if (!paused_listeners_.empty() && clock_type::now() >= resume_accepting_at_) {
       for (int fd : paused_listeners_) {
         epoll_event ev{};
@@ -493,16 +513,7 @@ void server::run() {
           mark(*c);
         reap(*c);
       }
-      // Memory that came back (a read reply sent, a connection closed) lets waiting requests on,
-      // and connections that stopped reading for it read again.
-      if (dirty.empty() && (memory_freed_ || lock_released_)) {
-        memory_freed_ = false;
-        const bool any_waiting = !waiting_.empty() || !lock_waiting_.empty();
-        if (lock_released_) retry_lock_waiting();
-        if (!waiting_.empty()) retry_waiting();
-        if (any_waiting)
-          for (auto& [p, c] : connections_) mark(*c);
-      }
+      if (dirty.empty() && (memory_freed_ || lock_released_)) let_waiters_on();
     }
   }
   // Whatever is left (a drain that ran out of time) is closed; ios still with the backend stay
@@ -601,19 +612,12 @@ void server::on_readable(connection& c) {
     request& r = c.requests[c.receiving];
     std::array<iovec, max_iov> iov{};
     size_t count = 0;
-    uint64_t skip = r.skip + c.payload_done;
-    uint64_t left = r.h.length - c.payload_done;  // an unaligned write's io goes on past it
-    for (const iovec& s : r.x->segments) {
-      if (count == max_iov || left == 0) break;
-      if (skip >= s.iov_len) {
-        skip -= s.iov_len;
-        continue;
-      }
-      const size_t len = static_cast<size_t>(std::min<uint64_t>(s.iov_len - skip, left));
-      iov[count++] = {static_cast<uint8_t*>(s.iov_base) + skip, len};
-      left -= len;
-      skip = 0;
-    }
+    // Up to the payload's end: an unaligned write's io goes on past it.
+    for_each_piece(r.x->segments, r.skip + c.payload_done, r.h.length - c.payload_done,
+                   [&](uint8_t* at, size_t len) {
+                     iov[count++] = {at, len};
+                     return count < max_iov;
+                   });
     n = receive(c, iov.data(), count);
     if (n > 0) {
       c.last_input = now_;
@@ -718,20 +722,11 @@ bool server::process_input(connection& c) {
         const size_t take =
             static_cast<size_t>(std::min<uint64_t>(avail, r.h.length - c.payload_done));
         const uint8_t* src = c.data();
-        size_t left = take;
-        uint64_t skip = r.skip + c.payload_done;
-        for (const iovec& s : r.x->segments) {
-          if (left == 0) break;
-          if (skip >= s.iov_len) {
-            skip -= s.iov_len;
-            continue;
-          }
-          const size_t n = std::min<size_t>(left, s.iov_len - skip);
-          std::memcpy(static_cast<uint8_t*>(s.iov_base) + skip, src, n);
+        for_each_piece(r.x->segments, r.skip + c.payload_done, take, [&](uint8_t* at, size_t n) {
+          std::memcpy(at, src, n);
           src += n;
-          left -= n;
-          skip = 0;
-        }
+          return true;
+        });
         c.consume(take);
         c.payload_done += take;
         if (c.payload_done == r.h.length) {
@@ -989,13 +984,7 @@ void server::handle_request(connection& c) {
   }
   if (error != 0) {
     if (is_write) {
-      // The payload is on its way whatever the answer: read past it first.
-      c.discard_left = h.length;
-      c.discarding_option = false;
-      c.discard_request = index;
-      c.discard_error = error;
-      c.at = connection::phase::discard;
-      c.payload_began = now_;
+      read_past_payload(c, index, error);  // on its way whatever the answer
       return;
     }
     finish(c, index, error);
@@ -1015,7 +1004,8 @@ void server::handle_request(connection& c) {
         // Its payload waits in the socket until the blocks around it have been read.
         if (r.rmw) {
           c.blocked = true;
-          if (!lock_edges_or_wait(c, index)) return;
+          wait_for_edges(c, index);
+          return;
         }
       }
       start_io(c, index);
@@ -1024,7 +1014,10 @@ void server::handle_request(connection& c) {
       r.next_kind = io_kind::write;
       r.next = h.offset;
       r.end = h.offset + h.length;
-      if (!aligned && !lock_edges_or_wait(c, index)) return;
+      if (!aligned) {
+        wait_for_edges(c, index);
+        return;
+      }
       start_io(c, index);
       return;
     case command::flush:
@@ -1062,12 +1055,21 @@ void server::handle_request(connection& c) {
   }
 }
 
-// The length of the io that r needs next: 0 for a flush, a chunk of a WRITE_ZEROES.
+void server::read_past_payload(connection& c, uint32_t index, uint32_t error) {
+  c.discard_left = c.requests[index].h.length;
+  c.discarding_option = false;
+  c.discard_request = index;
+  c.discard_error = error;
+  c.at = connection::phase::discard;
+  c.payload_began = now_;
+}
+
 bool server::partial_zeroes(const request& r) const noexcept {
   const uint32_t block = storage_.block_size();
   return r.next % block != 0 || r.end - r.next < block;
 }
 
+// The length of the io that r needs next: 0 for a flush, a chunk of a WRITE_ZEROES.
 uint32_t server::io_length(const request& r) const noexcept {
   if (r.next_kind == io_kind::flush) return 0;
   if (r.rmw) return r.cover_length;
@@ -1160,25 +1162,10 @@ void server::lock_edges(request& r) {
   r.locked = true;
 }
 
-bool server::lock_edges_or_wait(connection& c, uint32_t index) {
-  request& r = c.requests[index];
-  // Free, and no earlier waiter wants one of its blocks (they go first, block by block; waiters
-  // for other blocks do not hold it up).
-  const uint32_t block = storage_.block_size();
-  const auto mine = edge_blocks(r.h.offset, r.h.length, block);
-  bool queued_behind = false;
-  for (const auto& [wc, wi] : lock_waiting_) {
-    const request& w = wc->requests[wi];
-    for (const auto& theirs : edge_blocks(w.h.offset, w.h.length, block))
-      for (const auto& b : mine) queued_behind = queued_behind || (b && theirs && *b == *theirs);
-  }
-  if (!queued_behind && edges_free(r)) {
-    lock_edges(r);
-    return true;
-  }
-  r.at = request::stage::want_lock;
+void server::wait_for_edges(connection& c, uint32_t index) {
+  c.requests[index].at = request::stage::want_lock;
   lock_waiting_.emplace_back(&c, index);
-  return false;
+  retry_lock_waiting();  // at once when its blocks are free and no earlier waiter wants them
 }
 
 void server::unlock_edges(request& r) {
@@ -1188,7 +1175,8 @@ void server::unlock_edges(request& r) {
   lock_released_ = true;
 }
 
-// Oldest first; one whose blocks are still held does not hold up waiters for other blocks.
+// Oldest first, block by block: a waiter whose blocks are held does not hold up waiters for other
+// blocks, and never loses a block it waits for to a later one. Those it grants go on to start_io.
 void server::retry_lock_waiting() {
   lock_released_ = false;
   // Blocks an earlier waiter still waits for: a later one must not take them first, or a write
@@ -1254,14 +1242,8 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
       r.at = request::stage::idle;  // nothing of it is with the backend any more
       if (type == command::write) {
         unlock_edges(r);
-        // Its payload is still in the socket: read past it, then answer EIO.
         c.blocked = false;
-        c.discard_left = r.h.length;
-        c.discarding_option = false;
-        c.discard_request = index;
-        c.discard_error = static_cast<uint32_t>(error_code::eio);
-        c.at = connection::phase::discard;
-        c.payload_began = now_;
+        read_past_payload(c, index, static_cast<uint32_t>(error_code::eio));  // still in the socket
         return;
       }
       finish(c, index, static_cast<uint32_t>(error_code::eio));
@@ -1276,19 +1258,10 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     }
     // WRITE_ZEROES: its part of the edge block just read zeroed, and the block written back.
     const uint64_t piece_end = std::min<uint64_t>(r.end, x.offset + storage_.block_size());
-    size_t before = static_cast<size_t>(r.next - x.offset);
-    size_t left = static_cast<size_t>(piece_end - r.next);
-    for (const iovec& s : x.segments) {
-      if (left == 0) break;
-      if (before >= s.iov_len) {
-        before -= s.iov_len;
-        continue;
-      }
-      const size_t n = std::min(left, s.iov_len - before);
-      std::memset(static_cast<uint8_t*>(s.iov_base) + before, 0, n);
-      left -= n;
-      before = 0;
-    }
+    for_each_piece(x.segments, r.next - x.offset, piece_end - r.next, [](uint8_t* at, size_t n) {
+      std::memset(at, 0, n);
+      return true;
+    });
     submit_io(c, index);
     return;
   }
@@ -1390,20 +1363,12 @@ void server::flush_output(connection& c) {
       };
       add(r.header.data(), r.header_size);
       add(r.extra.data(), r.extra.size());
-      if (r.data != nullptr) {
-        size_t before = r.data_offset;
-        size_t left = r.data_length;
-        for (const iovec& s : r.data->segments) {
-          if (before >= s.iov_len) {
-            before -= s.iov_len;
-            continue;
-          }
-          const size_t len = std::min(left, s.iov_len - before);
-          add(static_cast<uint8_t*>(s.iov_base) + before, len);
-          before = 0;
-          left -= len;
-        }
-      }
+      if (r.data != nullptr)
+        for_each_piece(r.data->segments, r.data_offset, r.data_length,
+                       [&](uint8_t* at, size_t len) {
+                         add(at, len);
+                         return count < max_iov;
+                       });
       if (count == max_iov) break;
     }
     const ssize_t n = transmit(c, iov.data(), count);

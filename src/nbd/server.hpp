@@ -37,6 +37,9 @@ namespace zc::nbd {
 // client may upgrade), require (FORCEDTLS: every option but STARTTLS and ABORT is refused with
 // ERR_TLS_REQD until the upgrade, and EXPORT_NAME closes the connection).
 enum class tls_mode : uint8_t { off, on, require };
+constexpr const char* to_string(tls_mode m) noexcept {
+  return m == tls_mode::require ? "require" : m == tls_mode::on ? "on" : "off";
+}
 
 struct server_options {
   std::string export_name;
@@ -127,14 +130,17 @@ class server {
   uint32_t io_length(const request& r) const noexcept;
   // A WRITE_ZEROES whose next piece is a partial block (read-modify-written).
   bool partial_zeroes(const request& r) const noexcept;
+  // A WRITE's payload is read and dropped, then the request is answered `error`.
+  void read_past_payload(connection& c, uint32_t index, uint32_t error);
   void start_io(connection& c, uint32_t index);
   void use_io(connection& c, uint32_t index, io& x);
   void submit_io(connection& c, uint32_t index);
   void retry_waiting();
   // Read-modify-write of a request not aligned to the storage's block: its partial edge blocks
   // are held by one such request at a time (two of them in one block would lose an update).
-  // True when r (an unaligned write) now holds its edge blocks; else it waits in lock_waiting_.
-  bool lock_edges_or_wait(connection& c, uint32_t index);
+  // An unaligned write joins lock_waiting_ and starts (start_io) once it holds its edge blocks:
+  // at once when they are free and no earlier waiter wants one.
+  void wait_for_edges(connection& c, uint32_t index);
   bool edges_free(const request& r) const;
   void lock_edges(request& r);
   void unlock_edges(request& r);
