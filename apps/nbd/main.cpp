@@ -68,7 +68,7 @@ int run(const nbd_app::nbd_config& config) {
     nbd::host_backend backend(session, backend_options);
     nbd::server server(backend,
                        {.export_name = config.export_name,
-                        .tls = config.tls,
+                        .tls = config.tls(),
                         .tls_keys = config.tls_keys,
                         .read_only = config.read_only,
                         .max_connections = config.max_connections,
@@ -89,9 +89,9 @@ int run(const nbd_app::nbd_config& config) {
       ZC_LOG_INFO("serving NBD on {} socket(s) from systemd", config.systemd_listeners);
     ZC_LOG_INFO("export '{}': {} bytes in blocks of {}, {}", config.export_name, backend.size(),
                 backend.block_size(), backend.read_only() ? "read-only" : "read-write");
-    if (config.tls != nbd::tls_mode::off)
+    if (config.tls() != nbd::tls_mode::off)
       ZC_LOG_INFO("TLS {} (pre-shared keys of {})",
-                  config.tls == nbd::tls_mode::require ? "required" : "offered",
+                  config.tls() == nbd::tls_mode::require ? "required" : "offered",
                   config.tls_psk_path);
 
     std::exception_ptr server_failure;
@@ -123,7 +123,7 @@ int run(const nbd_app::nbd_config& config) {
     const auto& c = server.counters();
     ZC_LOG_INFO("served {} connections, {} requests, {} IO errors", c.connections, c.requests,
                 c.io_errors);
-    if (config.tls != nbd::tls_mode::off)
+    if (config.tls() != nbd::tls_mode::off)
       ZC_LOG_INFO("TLS: {} sessions, {} failed handshakes", c.tls_sessions, c.tls_failures);
     if (server_failure) std::rethrow_exception(server_failure);
     if (!config.socket.empty()) ::unlink(config.socket.c_str());

@@ -64,8 +64,8 @@ std::optional<int> parse_config(int argc, const char* const* argv, nbd_config& o
                  "--tls-psk, else off)")
       ->check(CLI::IsMember({"off", "on", "require"}));
   app.add_option("--tls-psk", out.tls_psk_path,
-                 "Pre-shared keys for TLS 1.3, one identity:hexkey line per client (psktool's "
-                 "and nbdkit's format)");
+                 "Pre-shared keys for TLS (1.3, or 1.2 for older clients), one identity:hexkey "
+                 "line per client (psktool's and nbdkit's format)");
   if (auto code = cli.parse(argc, argv)) return code;
   out.poll_mode = cli.polling();
   if (auto code = cli.check_device(out.device)) return code;
@@ -74,10 +74,6 @@ std::optional<int> parse_config(int argc, const char* const* argv, nbd_config& o
     std::cerr << program_name << ": " << errors.front() << "\n";
     return core::exit_bad_usage;
   }
-  out.tls = out.tls_flag == "on" ? nbd::tls_mode::on
-            : out.tls_flag == "require" || (out.tls_flag.empty() && !out.tls_psk_path.empty())
-                ? nbd::tls_mode::require
-                : nbd::tls_mode::off;
   if (!storage::load_psk_flag(program_name, out.tls_psk_path, out.tls_keys))
     return core::exit_bad_usage;
   return std::nullopt;
@@ -124,9 +120,7 @@ void print_config(const nbd_config& config) {
   out += fmt::format("\tmax_connections: {}\n", config.max_connections);
   out += fmt::format("\trequest_timeout: {}\n", config.request_timeout_seconds);
   out += fmt::format("\tidle_timeout: {}\n", config.idle_timeout_seconds);
-  out += fmt::format("\ttls: \"{}\"\n", config.tls == nbd::tls_mode::require ? "require"
-                                        : config.tls == nbd::tls_mode::on    ? "on"
-                                                                             : "off");
+  out += fmt::format("\ttls: \"{}\"\n", nbd::to_string(config.tls()));
   out += fmt::format("\ttls_psk: \"{}\"\n", config.tls_psk_path);
   out += fmt::format("\tsystemd_listeners: {}\n", config.systemd_listeners);
   out += "}\n";

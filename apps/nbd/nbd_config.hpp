@@ -38,9 +38,8 @@ struct nbd_config {
   uint32_t max_connections = 64;          // more are refused at once
   uint32_t request_timeout_seconds = 30;  // a WRITE's payload, unread replies; 0: no bound
   uint32_t idle_timeout_seconds = 0;      // nothing in flight for this long; 0: never
-  // --tls off|on|require (require when only --tls-psk is given) and the keys of --tls-psk FILE.
+  // --tls off|on|require as given ("" when not) and the keys of --tls-psk FILE.
   std::string tls_flag;
-  nbd::tls_mode tls = nbd::tls_mode::off;
   std::string tls_psk_path;
   std::shared_ptr<const storage::psk_file> tls_keys;
   // Listening sockets from systemd (LISTEN_PID/LISTEN_FDS), found at parse time.
@@ -48,6 +47,13 @@ struct nbd_config {
 
   std::chrono::seconds keep_alive_timeout() const {
     return std::chrono::seconds(keep_alive_seconds);
+  }
+  // What --tls says; without it, require when a key file is given, else off.
+  nbd::tls_mode tls() const {
+    if (tls_flag == "on") return nbd::tls_mode::on;
+    if (tls_flag == "require" || (tls_flag.empty() && !tls_psk_path.empty()))
+      return nbd::tls_mode::require;
+    return nbd::tls_mode::off;
   }
   std::chrono::seconds control_timeout() const {
     return std::chrono::seconds(control_timeout_seconds);
