@@ -147,7 +147,7 @@ struct server::request {
   // blocks around it (a WRITE reads them first, then writes them back with its bytes in).
   bool rmw = false;
   bool rmw_reading = false;  // the blocks around a WRITE, or a WRITE_ZEROES' edge, being read
-  bool locked = false;       // holds its edge blocks in locked_blocks_
+  bool locked = false;       // holds the blocks it writes, in locked_
   uint64_t cover_offset = 0;
   uint32_t cover_length = 0;
   uint32_t skip = 0;  // h.offset - cover_offset
@@ -417,14 +417,17 @@ void server::run() {
         }
         mark(*c);
       }
-      // So are unaligned writes waiting for a block another one holds.
+      // So are writes waiting for a block an unaligned one holds.
       while (!lock_waiting_.empty()) {
         auto [c, index] = lock_waiting_.front();
         lock_waiting_.pop_front();
+        request& r = c->requests[index];
         if (c->blocked) {
           close_connection(*c);  // mid-WRITE: its payload will never be read
         } else {
-          c->requests[index].at = request::stage::idle;
+          if (r.x != nullptr) release_io(*r.x);  // a write whose payload was in, never sent
+          r.x = nullptr;
+          r.at = request::stage::idle;
           finish(*c, index, static_cast<uint32_t>(error_code::eshutdown));
         }
         mark(*c);
@@ -624,7 +627,7 @@ void server::on_readable(connection& c) {
       c.payload_done += static_cast<uint64_t>(n);
       if (c.payload_done == r.h.length) {
         c.at = connection::phase::request_header;
-        submit_io(c, c.receiving);
+        submit_write(c, c.receiving);
       }
       // As below: a record larger than the segment it filled leaves bytes with GnuTLS.
       if (c.tls_pending() && reading_allowed(c)) on_readable(c);
@@ -731,7 +734,7 @@ bool server::process_input(connection& c) {
         c.payload_done += take;
         if (c.payload_done == r.h.length) {
           c.at = phase::request_header;
-          submit_io(c, c.receiving);
+          submit_write(c, c.receiving);
         }
         break;
       }
@@ -1002,11 +1005,7 @@ void server::handle_request(connection& c) {
         c.payload_done = 0;
         c.at = connection::phase::payload;
         // Its payload waits in the socket until the blocks around it have been read.
-        if (r.rmw) {
-          c.blocked = true;
-          wait_for_edges(c, index);
-          return;
-        }
+        if (r.rmw) c.blocked = true;
       }
       start_io(c, index);
       return;
@@ -1014,10 +1013,6 @@ void server::handle_request(connection& c) {
       r.next_kind = io_kind::write;
       r.next = h.offset;
       r.end = h.offset + h.length;
-      if (!aligned) {
-        wait_for_edges(c, index);
-        return;
-      }
       start_io(c, index);
       return;
     case command::flush:
@@ -1107,19 +1102,22 @@ void server::use_io(connection& c, uint32_t index, io& x) {
     x.kind = io_kind::read;
     x.offset = r.cover_offset;
     r.rmw_reading = r.next_kind == io_kind::write;
-    submit_io(c, index);
+    if (r.rmw_reading)
+      read_held_blocks(c, index);
+    else
+      submit_io(c, index);  // a READ needs no block of its own
   } else if (static_cast<command>(r.h.type) == command::write_zeroes &&
              r.next_kind == io_kind::write && partial_zeroes(r)) {
     // A partial edge block: read, zeroed in part (on_io_done), written back.
     x.kind = io_kind::read;
     x.offset = r.next - r.next % storage_.block_size();
     r.rmw_reading = true;
-    submit_io(c, index);
+    read_held_blocks(c, index);
   } else if (static_cast<command>(r.h.type) == command::write_zeroes &&
              r.next_kind == io_kind::write) {
     x.offset = r.next;
     for (const iovec& s : x.segments) std::memset(s.iov_base, 0, s.iov_len);
-    submit_io(c, index);
+    submit_write(c, index);
   } else if (r.next_kind == io_kind::write) {
     x.offset = r.h.offset;
     r.at = request::stage::receiving;  // on_readable/process_input fill it, then submit
@@ -1137,67 +1135,90 @@ void server::submit_io(connection& c, uint32_t index) {
   storage_.submit(*r.x);
 }
 
-// The partial blocks at either end of an unaligned write: the whole blocks in between are
-// written as they come and need no lock.
 namespace {
-std::array<std::optional<uint64_t>, 2> edge_blocks(uint64_t offset, uint64_t length,
-                                                   uint32_t block) {
-  std::array<std::optional<uint64_t>, 2> edges;
-  if (offset % block != 0) edges[0] = offset / block;
-  const uint64_t end = offset + length;
-  if (end % block != 0) edges[1] = end / block;
-  return edges;
+server::block_range blocks_of(uint64_t offset, uint64_t length, uint32_t block) {
+  return {offset / block, (offset + length - 1) / block};
 }
 }  // namespace
 
-bool server::edges_free(const request& r) const {
-  for (const auto& b : edge_blocks(r.h.offset, r.h.length, storage_.block_size()))
-    if (b && locked_blocks_.count(*b) != 0) return false;
-  return true;
+// One rule for every write that shares a block with a read-modify-write, so that the bytes an
+// acknowledged write put in a block are never brought back to what they were by one that read the
+// block before and writes it back after: a read-modify-write (an unaligned WRITE, a WRITE_ZEROES'
+// partial block) holds the blocks of its io (locked_) from before it reads them until its
+// write-back has landed, and takes them only when no other write to them is with the backend; any
+// other write to a held block waits until they are let go. All wait in one queue,
+// lock_waiting_, served in order block by block. A request takes its io before its blocks and
+// needs no other memory while it holds them, so a holder never waits for memory that writes
+// waiting for its blocks hold.
+bool server::write_in_flight_over(const block_range& blocks) const {
+  const uint32_t block = storage_.block_size();
+  for (const auto& [p, c] : connections_)
+    for (const request& q : c->requests)
+      if (q.used && q.at == request::stage::submitted && q.x != nullptr &&
+          q.x->kind == io_kind::write && blocks_of(q.x->offset, q.x->length, block).meets(blocks))
+        return true;
+  return false;
 }
 
-void server::lock_edges(request& r) {
-  for (const auto& b : edge_blocks(r.h.offset, r.h.length, storage_.block_size()))
-    if (b) locked_blocks_.insert(*b);
-  r.locked = true;
+bool server::held_by_another(const block_range& blocks, const request& me) const {
+  for (const auto& [held, owner] : locked_)
+    if (owner != &me && held.meets(blocks)) return true;
+  return false;
 }
 
-void server::wait_for_edges(connection& c, uint32_t index) {
+void server::submit_write(connection& c, uint32_t index) {
+  request& r = c.requests[index];
+  // The common case, no read-modify-write anywhere; or one whose blocks are its own.
+  if ((locked_.empty() && lock_waiting_.empty()) || r.locked) {
+    submit_io(c, index);
+    return;
+  }
+  r.at = request::stage::want_lock;
+  lock_waiting_.emplace_back(&c, index);
+  retry_lock_waiting();
+}
+
+void server::read_held_blocks(connection& c, uint32_t index) {
   c.requests[index].at = request::stage::want_lock;
   lock_waiting_.emplace_back(&c, index);
   retry_lock_waiting();  // at once when its blocks are free and no earlier waiter wants them
 }
 
-void server::unlock_edges(request& r) {
-  for (const auto& b : edge_blocks(r.h.offset, r.h.length, storage_.block_size()))
-    if (b) locked_blocks_.erase(*b);
+void server::unlock(request& r) {
+  std::erase_if(locked_, [&r](const auto& l) { return l.second == &r; });
   r.locked = false;
   lock_released_ = true;
 }
 
-// Oldest first, block by block: a waiter whose blocks are held does not hold up waiters for other
-// blocks, and never loses a block it waits for to a later one. Those it grants go on to start_io.
+// Oldest first, block by block: a waiter never loses a block it waits for to a later one, and
+// does not hold up waiters for other blocks. A read-modify-write takes its blocks and its read is
+// submitted; a write that waited for a held block is submitted.
 void server::retry_lock_waiting() {
   lock_released_ = false;
-  // Blocks an earlier waiter still waits for: a later one must not take them first, or a write
-  // with two edge blocks could be overtaken for ever.
-  std::unordered_set<uint64_t> reserved;
   const uint32_t block = storage_.block_size();
+  std::vector<block_range> reserved;  // what the waiters passed over want
+  auto taken = [&](const block_range& want) {
+    for (const auto& r : reserved)
+      if (r.meets(want)) return true;
+    return false;
+  };
   for (auto it = lock_waiting_.begin(); it != lock_waiting_.end();) {
     auto [c, index] = *it;
     request& r = c->requests[index];
-    const auto mine = edge_blocks(r.h.offset, r.h.length, block);
-    bool behind = false;
-    for (const auto& b : mine) behind = behind || (b && reserved.count(*b) != 0);
-    if (behind || !edges_free(r)) {
-      for (const auto& b : mine)
-        if (b) reserved.insert(*b);
+    const block_range want = blocks_of(r.x->offset, r.x->length, block);
+    const bool go = !taken(want) && !held_by_another(want, r) &&
+                    (!r.rmw_reading || !write_in_flight_over(want));
+    if (!go) {
+      reserved.push_back(want);
       ++it;
       continue;
     }
-    lock_edges(r);
     it = lock_waiting_.erase(it);
-    start_io(*c, index);
+    if (r.rmw_reading) {
+      locked_.emplace_back(want, &r);
+      r.locked = true;
+    }
+    submit_io(*c, index);
   }
 }
 
@@ -1217,6 +1238,8 @@ void server::retry_waiting() {
 void server::on_io_done(connection& c, uint32_t index, io& x) {
   request& r = c.requests[index];
   const bool failed = !ok(x.result);
+  // A write that landed may be what an unaligned write waits for before it takes a block.
+  if (x.kind == io_kind::write && !lock_waiting_.empty()) lock_released_ = true;
   if (failed) {
     ++counters_.io_errors;
     ZC_LOG_ERROR("nbd: {}{} of {} bytes at offset {:#x} failed: {}",
@@ -1227,7 +1250,7 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     release_io(x);
     r.x = nullptr;
     r.used = false;
-    if (r.locked) unlock_edges(r);
+    if (r.locked) unlock(r);
     c.free.push_back(index);
     --c.in_flight;
     c.in_flight_bytes -= r.bytes;
@@ -1241,7 +1264,7 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
       r.x = nullptr;
       r.at = request::stage::idle;  // nothing of it is with the backend any more
       if (type == command::write) {
-        unlock_edges(r);
+        unlock(r);
         c.blocked = false;
         read_past_payload(c, index, static_cast<uint32_t>(error_code::eio));  // still in the socket
         return;
@@ -1265,6 +1288,7 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     submit_io(c, index);
     return;
   }
+  if (r.locked && x.kind == io_kind::write) unlock(r);  // its write-back landed
   if (type == command::read && !failed) {
     reply rep;
     if (c.structured) {
@@ -1313,7 +1337,7 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
 void server::finish(connection& c, uint32_t index, uint32_t error) {
   request& r = c.requests[index];
   r.at = request::stage::replying;
-  if (r.locked) unlock_edges(r);  // an unaligned write holds its edge blocks until answered
+  if (r.locked) unlock(r);  // an unaligned write holds its blocks until answered
   if (c.dead) {
     r.used = false;
     c.free.push_back(index);
@@ -1459,7 +1483,7 @@ void server::close_connection(connection& c) {
   for (uint32_t i = 0; i < c.requests.size(); ++i) {
     request& q = c.requests[i];
     if (!q.used || q.at == request::stage::submitted) continue;
-    if (q.locked) unlock_edges(q);
+    if (q.locked) unlock(q);
     if (q.x != nullptr) release_io(*q.x);
     q.x = nullptr;
     q.used = false;

@@ -23,7 +23,6 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "nbd/backend.hpp"
@@ -109,6 +108,14 @@ class server {
   // Same thread rule as counters().
   size_t tracked_connections() const noexcept { return connections_.size(); }
 
+ public:
+  // Blocks first..last of the storage.
+  struct block_range {
+    uint64_t first = 0;
+    uint64_t last = 0;
+    bool meets(const block_range& o) const noexcept { return first <= o.last && o.first <= last; }
+  };
+
  private:
   struct connection;
   struct request;
@@ -138,12 +145,16 @@ class server {
   void retry_waiting();
   // Read-modify-write of a request not aligned to the storage's block: its partial edge blocks
   // are held by one such request at a time (two of them in one block would lose an update).
-  // An unaligned write joins lock_waiting_ and starts (start_io) once it holds its edge blocks:
-  // at once when they are free and no earlier waiter wants one.
-  void wait_for_edges(connection& c, uint32_t index);
-  bool edges_free(const request& r) const;
-  void lock_edges(request& r);
-  void unlock_edges(request& r);
+  // A read-modify-write whose io is ready joins lock_waiting_; its read is submitted once it holds
+  // the io's blocks: at once when they are free and no earlier waiter wants one.
+  void read_held_blocks(connection& c, uint32_t index);
+  // A write ready to go out (its payload in, a WRITE_ZEROES chunk, an unaligned write's
+  // write-back): submitted, or held in lock_waiting_ while another request holds one of its blocks.
+  void submit_write(connection& c, uint32_t index);
+  // Whether a write to one of `blocks` is with the backend.
+  bool write_in_flight_over(const block_range& blocks) const;
+  bool held_by_another(const block_range& blocks, const request& me) const;
+  void unlock(request& r);
   void retry_lock_waiting();
   // Every io goes back to the backend through here: memory that comes back may let a waiting
   // request go on, which run() checks once the connections are served.
@@ -177,11 +188,13 @@ class server {
   uint32_t open_connections_ = 0;
   // Requests waiting for IO memory, oldest first: (connection, request index).
   std::deque<std::pair<connection*, uint32_t>> waiting_;
-  // Unaligned writes waiting for an edge block another one holds, oldest first.
+  // Writes waiting for blocks (read-modify-writes to take them, others for blocks one holds),
+  // oldest first.
   std::deque<std::pair<connection*, uint32_t>> lock_waiting_;
-  std::unordered_set<uint64_t> locked_blocks_;  // edge blocks of unaligned writes in progress
-  bool lock_released_ = false;                  // since run() last let lock waiters on
-  uint64_t ios_outstanding_ = 0;                // submitted, not yet completed
+  // The blocks read-modify-writes in progress hold, and which request holds each range.
+  std::vector<std::pair<block_range, const request*>> locked_;
+  bool lock_released_ = false;         // since run() last let lock waiters on
+  uint64_t ios_outstanding_ = 0;       // submitted, not yet completed
   bool memory_freed_ = false;          // an io went back since run() last retried the waiting
   std::vector<int> paused_listeners_;  // out of the loop until resume_accepting_at_ (EMFILE...)
   std::chrono::steady_clock::time_point resume_accepting_at_{};

@@ -1408,6 +1408,83 @@ TEST(nbd_server_rmw, unaligned_writes_to_one_block_from_two_connections_all_land
   }
 }
 
+// An aligned write of a whole block and an unaligned write into it, from two connections at once:
+// whichever lands last, every byte the aligned write alone covers is its own. A read-modify-write
+// that read the block before the aligned write landed and wrote it back after would bring the
+// block's old bytes back over an acknowledged write.
+TEST(nbd_server_rmw, an_aligned_write_beside_an_unaligned_one_is_never_undone) {
+  served s;
+  raw_client a(s.socket_path());
+  raw_client b(s.socket_path());
+  for (raw_client* c : {&a, &b}) {
+    ASSERT_TRUE(c->start());
+    ASSERT_TRUE(c->go());
+  }
+  constexpr int rounds = 64;
+  for (int i = 0; i < rounds; ++i) {
+    const uint64_t at = uint64_t(i) * block;
+    ASSERT_TRUE(b.request(command::write, i, at + 100, 200));
+    ASSERT_TRUE(b.send(std::vector<uint8_t>(200, 0xB0)));
+    ASSERT_TRUE(a.request(command::write, i, at, block));
+    ASSERT_TRUE(a.send(std::vector<uint8_t>(block, 0xA0)));
+  }
+  for (raw_client* c : {&a, &b})
+    for (int i = 0; i < rounds; ++i) {
+      auto rep = c->simple_reply();
+      ASSERT_TRUE(rep);
+      EXPECT_EQ(rep->first, 0u);
+    }
+  s.stop();
+  const auto& disk = s.backend().bytes();
+  for (int i = 0; i < rounds; ++i) {
+    const uint64_t at = uint64_t(i) * block;
+    for (uint64_t j = 0; j < block; ++j) {
+      if (j >= 100 && j < 300) {
+        ASSERT_TRUE(disk[at + j] == 0xA0 || disk[at + j] == 0xB0) << "block " << i << " byte " << j;
+      } else {
+        ASSERT_EQ(disk[at + j], 0xA0)
+            << "block " << i << " byte " << j << ": the aligned write was undone";
+      }
+    }
+  }
+}
+
+// Writes that wait for a held block keep their memory meanwhile; the read-modify-write holding
+// the block took its own memory first, so it finishes and lets them go even when they hold the
+// rest of it (two ios in all here).
+TEST(nbd_server_rmw, writes_waiting_for_a_held_block_with_all_the_memory_still_finish) {
+  served s({}, 2);
+  raw_client b(s.socket_path());
+  raw_client a(s.socket_path());
+  for (raw_client* c : {&b, &a}) {
+    ASSERT_TRUE(c->start());
+    ASSERT_TRUE(c->go());
+  }
+  ASSERT_TRUE(b.request(command::write, 1, 100, 200));  // holds block 0 and one io; payload later
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(a.request(command::write, 2, 0, block));  // the other io, then waits for block 0
+  ASSERT_TRUE(a.send(std::vector<uint8_t>(block, 0xA1)));
+  ASSERT_TRUE(a.request(command::write, 3, 0, block));  // waits for memory
+  ASSERT_TRUE(a.send(std::vector<uint8_t>(block, 0xA2)));
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(b.send(std::vector<uint8_t>(200, 0xB0)));
+  auto rep = b.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  for (int i = 0; i < 2; ++i) {
+    rep = a.simple_reply();
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->first, 0u);
+  }
+  s.stop();
+  // Both of a's writes came after b's: block 0 is one of them, whole.
+  const auto& disk = s.backend().bytes();
+  const uint8_t first = disk[0];
+  ASSERT_TRUE(first == 0xA1 || first == 0xA2) << int(first);
+  for (uint64_t j = 0; j < block; ++j) ASSERT_EQ(disk[j], first) << "byte " << j;
+  EXPECT_EQ(s.backend().free_ios(), 2u);
+}
+
 TEST(nbd_server_rmw, an_unaligned_write_whose_read_fails_gets_eio_and_the_connection_goes_on) {
   served s;
   s.backend().fail_at(2 * block);
