@@ -264,6 +264,50 @@ TEST_F(nbd_pipeline, a_stalled_target_changes_no_acknowledged_byte) {
   }
 }
 
+// Through the real pipeline, two connections at once: one writes whole blocks, the other a few
+// hundred bytes inside each of them, every request in flight together. Whichever lands last, the
+// bytes only the whole-block write covers are its own: a read-modify-write that read a block
+// before the whole-block write landed and wrote it back after would bring the old bytes back over
+// an acknowledged write.
+constexpr const char* aligned_beside_unaligned_script = R"PY(
+import nbd
+BLOCK, N = 4096, 256
+h1, h2 = nbd.NBD(), nbd.NBD()
+for h in (h1, h2):
+    h.connect_uri(URI)
+whole, part = b'\xa0' * BLOCK, b'\xb0' * 200
+# A different, non-zero pattern underneath first, so old bytes are visible.
+for i in range(N):
+    h1.pwrite(b'\x11' * BLOCK, i * BLOCK)
+bufs = []
+for i in range(N):
+    b2 = nbd.Buffer.from_bytearray(bytearray(part))
+    b1 = nbd.Buffer.from_bytearray(bytearray(whole))
+    bufs += [b1, b2]
+    h2.aio_pwrite(b2, i * BLOCK + 100)
+    h1.aio_pwrite(b1, i * BLOCK)
+while h1.aio_in_flight() or h2.aio_in_flight():
+    h1.poll(10)
+    h2.poll(10)
+for i in range(N):
+    got = h1.pread(BLOCK, i * BLOCK)
+    outside = got[:100] + got[300:]
+    assert outside == b'\xa0' * (BLOCK - 200), 'block %d: the whole-block write was undone' % i
+    assert set(got[100:300]) <= {0xa0, 0xb0}, 'block %d: foreign bytes' % i
+print('all blocks ok')
+)PY";
+
+TEST_F(nbd_pipeline, a_whole_block_write_beside_a_sector_write_is_never_undone) {
+  if (!have("nbdsh")) GTEST_SKIP() << "nbdsh is not installed";
+  pipeline p({.block_count = nbd_blocks});
+  ASSERT_TRUE(start(p)) << output(p);
+  const auto script = dir_ / "interleave.py";
+  std::ofstream(script) << "URI = '" << uri() << "'\n" << aligned_beside_unaligned_script;
+  auto r = run_client({"nbdsh", "-n", "-c", "exec(open('" + script.string() + "').read())"});
+  EXPECT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  EXPECT_NE(r.output.find("all blocks ok"), std::string::npos) << r.output;
+}
+
 TEST_F(nbd_pipeline, bad_flags_are_one_line_and_status_2) {
   subprocess none({binary("zcstore_nbd"), "--cpu", "0"});
   EXPECT_EQ(none.wait(start_timeout), std::optional<int>(2)) << none.output();
