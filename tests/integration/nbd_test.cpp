@@ -331,15 +331,12 @@ TEST_F(nbd_pipeline, bad_flags_are_one_line_and_status_2) {
   EXPECT_NE(missing_keys.output().find("--tls-psk"), std::string::npos) << missing_keys.output();
 }
 
-// The connection bounds reach the server: one connection at most, so a second client is refused
+// --max-connections reaches the server: one connection at most, so a second client is refused
 // while a first holds its slot, and served once it has gone.
-TEST_F(nbd_pipeline, connection_bounds_are_flags) {
+TEST_F(nbd_pipeline, max_connections_1_refuses_a_second_client_until_the_first_has_gone) {
   if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo is not installed";
   pipeline p({.block_count = nbd_blocks});
-  ASSERT_TRUE(start(p, {"--max-connections", "1", "--request-timeout", "7", "--idle-timeout", "9"}))
-      << output(p);
-  EXPECT_NE(nbd->output().find("request_timeout: 7"), std::string::npos) << nbd->output();
-  EXPECT_NE(nbd->output().find("idle_timeout: 9"), std::string::npos) << nbd->output();
+  ASSERT_TRUE(start(p, {"--max-connections", "1"})) << output(p);
   {
     // A client that takes the one slot: connected, the greeting read, nothing more said.
     const int holder = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -373,6 +370,57 @@ TEST_F(nbd_pipeline, connection_bounds_are_flags) {
   }
   ASSERT_EQ(code, std::optional<int>(0)) << said << output(p);
   EXPECT_EQ(said, std::to_string(nbd_disk) + "\n");
+}
+
+// A client that sends a WRITE's header and part of its payload, then nothing: zcstore_nbd closes
+// it at --request-timeout and frees what it held, and serves others meanwhile and after.
+constexpr const char* stalled_writer_script = R"PY(
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(20)
+s.connect(SOCK)
+def take(n):
+    b = b''
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            sys.exit('closed early')
+        b += c
+    return b
+take(18)                                         # greeting
+s.sendall(struct.pack('>I', 3))                  # fixed newstyle, no zeroes
+s.sendall(struct.pack('>QII', 0x49484156454F5054, 7, 6) + b'\0' * 6)  # NBD_OPT_GO, export ""
+while True:                                      # replies up to the ACK
+    magic, opt, kind, length = struct.unpack('>QIII', take(20))
+    take(length)
+    if kind == 1:
+        break
+    if kind & 0x80000000:
+        sys.exit('GO refused')
+s.sendall(struct.pack('>IHHQQI', 0x25609513, 0, 1, 7, 0, 4096) + b'x' * 100)  # WRITE, 100 of 4096
+print('stalled', flush=True)
+try:
+    print('closed' if s.recv(1) == b'' else 'data')
+except socket.timeout:
+    print('still open')
+)PY";
+
+TEST_F(nbd_pipeline, a_write_whose_payload_stops_is_closed_at_the_request_timeout) {
+  for (const char* c : {"python3", "nbdinfo"})
+    if (!have(c)) GTEST_SKIP() << c << " is not installed";
+  pipeline p({.block_count = nbd_blocks});
+  ASSERT_TRUE(start(p, {"--request-timeout", "2"})) << output(p);
+  const auto script = dir_ / "stall.py";
+  std::ofstream(script) << "SOCK = '" << socket_ << "'\n" << stalled_writer_script;
+  subprocess stalled({"/usr/bin/python3", script.string()});
+  ASSERT_TRUE(stalled.wait_for_output("stalled", start_timeout)) << stalled.output();
+  // Served while the stalled one holds its memory.
+  auto r = run_client({"nbdinfo", "--size", uri()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  EXPECT_EQ(stalled.wait(30s), std::optional<int>(0)) << stalled.output();
+  EXPECT_NE(stalled.output().find("closed"), std::string::npos) << stalled.output();
+  EXPECT_TRUE(nbd->wait_for_output("did not send a WRITE's payload within 2000 ms", 10s))
+      << nbd->output();
 }
 
 // --tls-psk alone means TLS is required: a client with the key copies an image in and out through
