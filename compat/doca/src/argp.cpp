@@ -86,13 +86,19 @@ std::unique_ptr<parser_state>& state() {
   return s;
 }
 
+// A JSON file's document. Ordered, so that its flags are delivered in file order, as DOCA's
+// json-c parser delivers them.
+using json_document = nlohmann::ordered_json;
+
 // What a flag's value is, before conversion: text from argv, or a JSON value from a file.
 struct found_value {
   const standard_entry* standard = nullptr;  // either this...
   doca_argp_param* param = nullptr;          // ...or this
   std::string spelled;                       // "--device" / "-d" / "device (JSON)" for messages
   std::optional<std::string> text;           // argv; empty optional: a boolean given bare
-  std::optional<nlohmann::json> json;        // JSON file
+  // JSON file: points into the document parse() holds. Never a copy: copying a value is
+  // recursive, and a deeply nested one would overflow the stack.
+  const json_document* json = nullptr;
 };
 
 // A user mistake: the message goes to stderr with the usage, and the code is returned.
@@ -193,12 +199,12 @@ void gather_argv(parser_state& s, int first, int last, char** argv,
   }
 }
 
-nlohmann::json read_json_file(const std::string& path) {
+json_document read_json_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw usage_error{DOCA_ERROR_IO_FAILED, "cannot open JSON file '" + path + "'"};
   std::stringstream text;
   text << in.rdbuf();
-  auto doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  auto doc = json_document::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded())
     throw usage_error{DOCA_ERROR_IO_FAILED, "JSON file '" + path + "' is not valid JSON"};
   if (!doc.is_object())
@@ -206,7 +212,7 @@ nlohmann::json read_json_file(const std::string& path) {
   return doc;
 }
 
-void gather_json_entry(const parser_state& s, const std::string& key, const nlohmann::json& value,
+void gather_json_entry(const parser_state& s, const std::string& key, const json_document& value,
                        std::vector<found_value>& found) {
   found_value v;
   v.spelled = "'" + key + "' (JSON)";
@@ -227,17 +233,17 @@ void gather_json_entry(const parser_state& s, const std::string& key, const nloh
       throw usage_error{DOCA_ERROR_INVALID_VALUE, "JSON key '" + key + "' needs an array"};
     for (const auto& element : value) {
       found_value one = v;
-      one.json = element;
+      one.json = &element;
       found.push_back(std::move(one));
     }
     return;
   }
-  v.json = value;
+  v.json = &value;
   found.push_back(std::move(v));
 }
 
-void gather_json(const parser_state& s, const std::string& path, std::vector<found_value>& found) {
-  const auto doc = read_json_file(path);
+// Gathers the flags of a JSON file's document; `found` points into `doc`.
+void gather_json(const parser_state& s, const json_document& doc, std::vector<found_value>& found) {
   for (const auto& [key, value] : doc.items()) {
     if (key == json_dpdk_section) {
       if (!value.empty())
@@ -406,7 +412,11 @@ doca_error_t parse(parser_state& s, int argc, char** argv) {
     }
   }
   // The file's values come first, so that a flag given in both places is caught below.
-  if (json_path) gather_json(s, *json_path, found);
+  json_document doc;  // alive until every value was delivered: `found` points into it
+  if (json_path) {
+    doc = read_json_file(*json_path);
+    gather_json(s, doc, found);
+  }
   for (auto& v : rest) found.push_back(std::move(v));
 
   std::set<const void*> seen;

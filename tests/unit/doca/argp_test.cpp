@@ -33,6 +33,7 @@ struct config {
   int validations = 0;
   doca_error_t device_result = DOCA_SUCCESS;
   doca_error_t validation_result = DOCA_SUCCESS;
+  std::vector<std::string> delivered;  // the flags whose callbacks ran, in order
 };
 
 config& cfg(void* c) {
@@ -40,14 +41,17 @@ config& cfg(void* c) {
 }
 
 doca_error_t on_device(void* param, void* c) {
+  cfg(c).delivered.emplace_back("device");
   cfg(c).device = static_cast<const char*>(param);
   return cfg(c).device_result;
 }
 doca_error_t on_count(void* param, void* c) {
+  cfg(c).delivered.emplace_back("count");
   cfg(c).count = *static_cast<int*>(param);
   return DOCA_SUCCESS;
 }
 doca_error_t on_verbose(void* param, void* c) {
+  cfg(c).delivered.emplace_back("verbose");
   cfg(c).verbose = *static_cast<bool*>(param);
   ++cfg(c).verbose_calls;
   return DOCA_SUCCESS;
@@ -382,6 +386,29 @@ TEST_F(doca_argp, a_json_file_may_use_doca_sections_and_mix_with_the_command_lin
   int sdk = 0;
   ASSERT_EQ(doca_argp_get_sdk_log_level(&sdk), DOCA_SUCCESS);
   EXPECT_EQ(sdk, 30);
+}
+
+TEST_F(doca_argp, json_flags_are_delivered_in_file_order) {
+  register_program_flags();
+  // Not alphabetical: DOCA's json-c parser delivers a file's flags in the order written.
+  ASSERT_EQ(start({"-j", write_json(R"({"verbose": true, "device": "sm", "count": 3})")}),
+            DOCA_SUCCESS);
+  EXPECT_EQ(c.delivered, (std::vector<std::string>{"verbose", "device", "count"}));
+}
+
+TEST_F(doca_argp, a_deeply_nested_json_value_is_refused_without_crashing) {
+  register_program_flags();
+  // 100,000 nested arrays (200 KB): copying such a value recurses once per level.
+  constexpr int depth = 100'000;
+  const std::string deep = std::string(depth, '[') + std::string(depth, ']');
+  for (const char* key : {"device", "name"}) {
+    const auto err =
+        start_capturing_stderr({"-j", write_json("{\"" + std::string(key) + "\": " + deep + "}")},
+                               DOCA_ERROR_INVALID_VALUE);
+    EXPECT_NE(err.find("'" + std::string(key) + "' (JSON) needs a string"), std::string::npos)
+        << key;
+  }
+  EXPECT_TRUE(c.delivered.empty());
 }
 
 TEST_F(doca_argp, a_malformed_or_missing_json_file_is_an_io_failure) {
