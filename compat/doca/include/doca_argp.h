@@ -6,7 +6,8 @@
  * --sdk-log-level and -j/--json.
  *
  * Thread rules: the parser is one per process; call it from one thread (main), as DOCA
- * programs do.
+ * programs do. A callback may not re-enter the parser: while doca_argp_start() runs,
+ * doca_argp_init(), doca_argp_start() and doca_argp_destroy() return DOCA_ERROR_BAD_STATE.
  *
  *   doca_argp_init("my_program", &cfg);
  *   struct doca_argp_param *p;
@@ -61,7 +62,7 @@ DOCA_EXPERIMENTAL void doca_argp_usage(void);
 
 /*
  * Starts a parser for `program_name` (shown in the usage text). `program_config` is passed to
- * every callback; it may be NULL. BAD_STATE if a parser is already running.
+ * every callback; it may be NULL. BAD_STATE if a parser exists (until doca_argp_destroy()).
  */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_init(const char* program_name, void* program_config);
 
@@ -86,11 +87,15 @@ doca_argp_register_validation_callback(doca_argp_validation_cb_t callback);
  * NOT_SUPPORTED for an unknown flag or JSON key, INVALID_VALUE for a bad value, a missing
  * value, a repeated flag, a missing mandatory flag or a stray argument, IO_FAILED when the
  * JSON file cannot be read or parsed, or the error a callback returned. -h prints the usage
- * and -v the version, then the process exits with EXIT_SUCCESS.
+ * and -v the version, then the process exits with EXIT_SUCCESS. BAD_STATE before
+ * doca_argp_init(), or from a callback of this parser (no recursion).
  */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_start(int argc, char** argv);
 
-/* Ends the parser and frees the registered flags; doca_argp_init() may be called again. */
+/*
+ * Ends the parser and frees the registered flags; doca_argp_init() may be called again.
+ * BAD_STATE without a parser, or from a callback during doca_argp_start(): the parser is in use.
+ */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_destroy(void);
 
 /* Marks the program as DPDK-based: what precedes "--" goes to `callback` before parsing. */

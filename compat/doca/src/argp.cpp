@@ -78,6 +78,9 @@ struct parser_state {
   std::vector<char*> dpdk_argv;
   std::optional<int> log_level;
   std::optional<int> sdk_log_level;
+  // doca_argp_start() is running: a callback that destroyed the parser would pull it from under
+  // the parse, and one that started it again would recurse without end.
+  bool running = false;
 };
 
 // One parser per process, as DOCA has it. Null when not initialized.
@@ -486,7 +489,7 @@ doca_error_t doca_argp_init(const char* program_name, void* program_config) {
   if (program_name == nullptr) return DOCA_ERROR_INVALID_VALUE;
   return guarded(__func__, [&] {
     auto& s = zc::doca::state();
-    if (s) return DOCA_ERROR_BAD_STATE;
+    if (s) return DOCA_ERROR_BAD_STATE;  // running or not: there is a parser
     auto fresh = std::make_unique<zc::doca::parser_state>();
     fresh->program_name = program_name;
     fresh->config = program_config;
@@ -540,7 +543,12 @@ doca_error_t doca_argp_register_validation_callback(doca_argp_validation_cb_t ca
 doca_error_t doca_argp_start(int argc, char** argv) {
   if (argc < 1 || argv == nullptr) return DOCA_ERROR_INVALID_VALUE;
   auto& s = zc::doca::state();
-  if (!s) return DOCA_ERROR_BAD_STATE;
+  if (!s || s->running) return DOCA_ERROR_BAD_STATE;
+  s->running = true;
+  struct not_running_on_exit {
+    zc::doca::parser_state& s;
+    ~not_running_on_exit() { s.running = false; }
+  } guard{*s};
   return guarded(__func__, [&] {
     try {
       return zc::doca::parse(*s, argc, argv);
@@ -554,7 +562,7 @@ doca_error_t doca_argp_start(int argc, char** argv) {
 
 doca_error_t doca_argp_destroy(void) {
   auto& s = zc::doca::state();
-  if (!s) return DOCA_ERROR_BAD_STATE;
+  if (!s || s->running) return DOCA_ERROR_BAD_STATE;
   s.reset();
   return DOCA_SUCCESS;
 }

@@ -34,6 +34,7 @@ struct config {
   doca_error_t device_result = DOCA_SUCCESS;
   doca_error_t validation_result = DOCA_SUCCESS;
   std::vector<std::string> delivered;  // the flags whose callbacks ran, in order
+  std::vector<doca_error_t> nested;    // what parser calls made from a callback returned
 };
 
 config& cfg(void* c) {
@@ -114,6 +115,18 @@ struct command_line {
   std::vector<std::string> strings;
   std::vector<char*> pointers;
 };
+
+// Callbacks that call the parser back, as a confused program might.
+doca_error_t on_destroy_inside(void*, void* c) {
+  cfg(c).nested.push_back(doca_argp_destroy());
+  return DOCA_SUCCESS;
+}
+doca_error_t on_start_inside(void*, void* c) {
+  command_line again({"--restart"});
+  cfg(c).nested.push_back(doca_argp_start(again.argc(), again.argv()));
+  cfg(c).nested.push_back(doca_argp_init("again", c));
+  return DOCA_SUCCESS;
+}
 
 class doca_argp : public ::testing::Test {
  protected:
@@ -307,6 +320,30 @@ TEST_F(doca_argp, a_callback_error_is_returned_as_it_is) {
   EXPECT_NE(err.find("the callback of flag -d failed"), std::string::npos) << err;
   EXPECT_EQ(c.device, "forbidden");
   EXPECT_EQ(c.count, -1);  // delivery stops at the first failure
+}
+
+TEST_F(doca_argp, a_callback_cannot_destroy_the_parser) {
+  register_program_flags();
+  ASSERT_EQ(doca_argp_register_param(
+                make_param({nullptr, "destroy", DOCA_ARGP_TYPE_BOOLEAN, on_destroy_inside})),
+            DOCA_SUCCESS);
+  ASSERT_EQ(start({"--destroy", "-d", "after"}), DOCA_SUCCESS);
+  EXPECT_EQ(c.nested, (std::vector<doca_error_t>{DOCA_ERROR_BAD_STATE}));
+  EXPECT_EQ(c.device, "after");  // the parse went on with its flags
+}
+
+TEST_F(doca_argp, a_callback_cannot_start_or_init_the_parser_again) {
+  register_program_flags();
+  ASSERT_EQ(doca_argp_register_param(
+                make_param({nullptr, "restart", DOCA_ARGP_TYPE_BOOLEAN, on_start_inside})),
+            DOCA_SUCCESS);
+  ASSERT_EQ(start({"--restart", "-c", "4"}), DOCA_SUCCESS);
+  EXPECT_EQ(c.nested, (std::vector<doca_error_t>{DOCA_ERROR_BAD_STATE, DOCA_ERROR_BAD_STATE}));
+  EXPECT_EQ(c.count, 4);
+  // Once start returned, the parser may be started again.
+  c.nested.clear();
+  ASSERT_EQ(start({"--restart"}), DOCA_SUCCESS);
+  EXPECT_EQ(c.nested.size(), 2u);
 }
 
 TEST_F(doca_argp, the_validation_callback_runs_last_and_its_error_is_returned) {
