@@ -6,6 +6,9 @@
 // mandatory flags, convert every value to its type, and only then deliver them in order.
 #include <doca_argp.h>
 #include <doca_log.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,12 +16,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,9 @@ constexpr standard_entry standard_flags[] = {
 constexpr const char* json_general_section = "doca_general_flags";
 constexpr const char* json_program_section = "doca_program_flags";
 constexpr const char* json_dpdk_section = "doca_dpdk_flags";
+
+// The largest JSON file read. DOCA applications' configuration files are a few KiB.
+constexpr uint64_t max_json_file_bytes = 1 << 20;
 
 struct parser_state {
   std::string program_name;
@@ -202,12 +206,24 @@ void gather_argv(parser_state& s, int first, int last, char** argv,
   }
 }
 
+// Reads a JSON file. Only a regular file of at most max_json_file_bytes is read: /dev/zero would
+// be read until memory ran out, and a FIFO would block the program until someone wrote to it.
+// The file is opened without blocking (a FIFO's open waits for a writer), then checked.
 json_document read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw usage_error{DOCA_ERROR_IO_FAILED, "cannot open JSON file '" + path + "'"};
-  std::stringstream text;
-  text << in.rdbuf();
-  auto doc = json_document::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw usage_error{DOCA_ERROR_IO_FAILED, "cannot open JSON file '" + path + "'"};
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(::fdopen(fd, "r"), &std::fclose);
+  if (!file) {
+    ::close(fd);
+    throw usage_error{DOCA_ERROR_IO_FAILED, "cannot open JSON file '" + path + "'"};
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw usage_error{DOCA_ERROR_IO_FAILED, "JSON file '" + path + "' is not a regular file"};
+  if (static_cast<uint64_t>(st.st_size) > max_json_file_bytes)
+    throw usage_error{DOCA_ERROR_IO_FAILED, "JSON file '" + path + "' is larger than " +
+                                                std::to_string(max_json_file_bytes) + " bytes"};
+  auto doc = json_document::parse(file.get(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded())
     throw usage_error{DOCA_ERROR_IO_FAILED, "JSON file '" + path + "' is not valid JSON"};
   if (!doc.is_object())

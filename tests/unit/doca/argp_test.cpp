@@ -5,6 +5,7 @@
 #include <doca_error.h>
 #include <doca_log.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -459,6 +460,36 @@ TEST_F(doca_argp, a_malformed_or_missing_json_file_is_an_io_failure) {
       << err;
   start_capturing_stderr({"-j", write_json("[1, 2]")}, DOCA_ERROR_INVALID_VALUE);
   start_capturing_stderr({"-j"}, DOCA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(doca_argp, only_a_regular_json_file_of_at_most_1_mib_is_read) {
+  register_program_flags();
+  // Valid JSON one byte over the limit: refused before it is read. (ASSERT: without the limit
+  // the cases below would read /dev/zero until memory ran out and block on the FIFO.)
+  constexpr size_t limit = 1 << 20;
+  const std::string prefix = R"({"device": ")";
+  const std::string suffix = R"("})";
+  const auto big =
+      write_json(prefix + std::string(limit + 1 - prefix.size() - suffix.size(), 'x') + suffix);
+  ASSERT_EQ(std::filesystem::file_size(big), limit + 1);
+  auto err = start_capturing_stderr({"-j", big}, DOCA_ERROR_IO_FAILED);
+  ASSERT_NE(err.find("JSON file '" + big + "' is larger than 1048576 bytes"), std::string::npos)
+      << err;
+  ASSERT_EQ(c.device, "");
+  // At the limit it is read.
+  const auto fits =
+      write_json(prefix + std::string(limit - prefix.size() - suffix.size(), 'y') + suffix);
+  ASSERT_EQ(start({"-j", fits}), DOCA_SUCCESS);
+  EXPECT_EQ(c.device.size(), limit - prefix.size() - suffix.size());
+
+  err = start_capturing_stderr({"-j", "/dev/zero"}, DOCA_ERROR_IO_FAILED);
+  EXPECT_NE(err.find("JSON file '/dev/zero' is not a regular file"), std::string::npos) << err;
+  const auto fifo = json_dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  err = start_capturing_stderr({"-j", fifo.string()}, DOCA_ERROR_IO_FAILED);
+  EXPECT_NE(err.find("is not a regular file"), std::string::npos) << err;
+  err = start_capturing_stderr({"-j", json_dir.string()}, DOCA_ERROR_IO_FAILED);
+  EXPECT_NE(err.find("is not a regular file"), std::string::npos) << err;
 }
 
 TEST_F(doca_argp, json_values_of_the_wrong_type_are_invalid) {
