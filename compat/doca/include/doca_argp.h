@@ -73,7 +73,10 @@ DOCA_EXPERIMENTAL doca_error_t doca_argp_init(const char* program_name, void* pr
  */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_register_param(struct doca_argp_param* input_param);
 
-/* Replaces what -v/--version prints: the callback runs, then the process exits. */
+/*
+ * Replaces what -v/--version prints: the callback runs, then the process exits with
+ * EXIT_SUCCESS, or, when the callback fails, says so on stderr and exits with EXIT_FAILURE.
+ */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_register_version_callback(doca_argp_param_cb_t callback);
 
 /* Runs after every flag was delivered; its error is doca_argp_start()'s. */

@@ -194,8 +194,11 @@ void gather_argv(parser_state& s, int first, int last, char** argv,
     }
     if (v.standard && v.standard->flag == standard_flag::version) {
       if (s.version_callback) {
-        std::exit(s.version_callback(nullptr, s.config) == DOCA_SUCCESS ? EXIT_SUCCESS
-                                                                        : EXIT_FAILURE);
+        const doca_error_t result = s.version_callback(nullptr, s.config);
+        if (result == DOCA_SUCCESS) std::exit(EXIT_SUCCESS);
+        std::fprintf(stderr, "%s: the version callback failed: %s\n", s.program_name.c_str(),
+                     doca_error_get_descr(result));
+        std::exit(EXIT_FAILURE);
       }
       std::printf("%s\nDOCA API version: %s (libzcstore-doca, zcstore %s)\n",
                   s.program_name.c_str(), ZC_DOCA_API_VERSION_STRING, ZC_VERSION_STRING);

@@ -227,8 +227,9 @@ TEST_F(doca_argp, every_type_by_long_names_with_and_without_equals) {
 
 TEST_F(doca_argp, short_names_take_equals_too) {
   register_program_flags();
+  c.device = "unset";
   ASSERT_EQ(start({"-d=", "-c=2147483647", "-ld=-2147483648"}), DOCA_SUCCESS);
-  EXPECT_EQ(c.device, "");
+  EXPECT_EQ(c.device, "");  // given, and empty
   EXPECT_EQ(c.count, 2147483647);
   EXPECT_EQ(c.queue, INT32_MIN);
 }
@@ -395,7 +396,7 @@ TEST_F(doca_argp, a_json_file_gives_every_type_by_long_name) {
     "verbose": true,
     "name": ["x", "y"],
     "queue-depth": 64,
-    "log-level": 50
+    "log-level": 70
   })");
   ASSERT_EQ(start({"-j", path}), DOCA_SUCCESS);
   EXPECT_EQ(c.device, "mlx5_1");
@@ -403,7 +404,7 @@ TEST_F(doca_argp, a_json_file_gives_every_type_by_long_name) {
   EXPECT_TRUE(c.verbose);
   EXPECT_EQ(c.names, (std::vector<std::string>{"x", "y"}));
   EXPECT_EQ(c.queue, 64);
-  EXPECT_EQ(doca_log_level_get_global_lower_limit(), 50u);
+  EXPECT_EQ(doca_log_level_get_global_lower_limit(), 70u);  // not the default, 50
 }
 
 TEST_F(doca_argp, a_json_file_may_use_doca_sections_and_mix_with_the_command_line) {
@@ -496,7 +497,8 @@ TEST_F(doca_argp, json_values_of_the_wrong_type_are_invalid) {
   register_program_flags();
   for (const char* text :
        {R"({"count": "7"})", R"({"count": 7.5})", R"({"count": 4294967296})",
-        R"({"count": 18446744073709551615})", R"({"verbose": 1})", R"({"verbose": "true"})",
+        R"({"count": 18446744073709551615})", R"({"count": 2147483648})",
+        R"({"count": -2147483649})", R"({"verbose": 1})", R"({"verbose": "true"})",
         R"({"device": 5})", R"({"device": null})", R"({"name": "x"})", R"({"name": ["x", 2]})",
         R"({"log-level": "60"})", R"({"doca_program_flags": []})"}) {
     const auto err = start_capturing_stderr({"-j", write_json(text)}, DOCA_ERROR_INVALID_VALUE);
@@ -569,6 +571,22 @@ TEST_F(doca_argp, version_prints_and_exits_0) {
   c.queue = 77;
   ASSERT_EQ(doca_argp_register_version_callback(on_version), DOCA_SUCCESS);
   EXPECT_EXIT(start({"-v"}), ::testing::ExitedWithCode(0), "custom version, queue 77");
+}
+
+TEST_F(doca_argp, a_failing_version_callback_says_so_and_exits_1) {
+  ASSERT_EQ(doca_argp_register_version_callback([](void*, void*) { return DOCA_ERROR_IO_FAILED; }),
+            DOCA_SUCCESS);
+  EXPECT_EXIT(start({"-v"}), ::testing::ExitedWithCode(1),
+              "argp_test: the version callback failed: ");
+}
+
+TEST_F(doca_argp, an_empty_or_null_argv_is_refused) {
+  register_program_flags();
+  char* argv[] = {nullptr};
+  EXPECT_EQ(doca_argp_start(0, argv), DOCA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(doca_argp_start(1, nullptr), DOCA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(doca_argp_start(-1, argv), DOCA_ERROR_INVALID_VALUE);
+  EXPECT_TRUE(c.delivered.empty());
 }
 
 TEST_F(doca_argp, registration_checks_the_param) {
