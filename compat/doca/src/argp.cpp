@@ -11,8 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -285,25 +284,23 @@ void gather_json(const parser_state& s, const json_document& doc, std::vector<fo
 
 int to_int(const found_value& v) {
   if (v.json) {
-    if (!v.json->is_number_integer())
+    const json_document& j = *v.json;
+    if (!j.is_number_integer())
       throw usage_error{DOCA_ERROR_INVALID_VALUE, v.spelled + " needs an integer"};
-    // A number above INT64_MAX is stored unsigned; read that way it cannot wrap to a small one.
-    if (v.json->is_number_unsigned() && v.json->get<unsigned long long>() > INT32_MAX)
+    // nlohmann stores a non-negative integer unsigned, so a signed one is negative.
+    if (j.is_number_unsigned() ? j.get<uint64_t>() > INT32_MAX : j.get<int64_t>() < INT32_MIN)
       throw usage_error{DOCA_ERROR_INVALID_VALUE, v.spelled + " is out of range"};
-    const auto n = v.json->get<long long>();
-    if (n < INT32_MIN || n > INT32_MAX)
-      throw usage_error{DOCA_ERROR_INVALID_VALUE, v.spelled + " is out of range"};
-    return static_cast<int>(n);
+    return static_cast<int>(j.get<int64_t>());
   }
+  // Decimal digits with an optional '-', the whole text: no spaces, no '+', no "0x", and "010"
+  // is ten, not eight.
   const std::string& text = *v.text;
-  errno = 0;
-  char* end = nullptr;
-  const long n = std::strtol(text.c_str(), &end, 10);  // decimal: "010" is ten, not eight
-  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])) || *end != '\0' ||
-      errno == ERANGE || n < INT32_MIN || n > INT32_MAX)
+  int n = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (error != std::errc{} || end != text.data() + text.size())
     throw usage_error{DOCA_ERROR_INVALID_VALUE,
                       "flag '" + v.spelled + "' needs an integer, not '" + text + "'"};
-  return static_cast<int>(n);
+  return n;
 }
 
 bool to_bool(const found_value& v) {

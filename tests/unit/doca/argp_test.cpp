@@ -305,8 +305,9 @@ TEST_F(doca_argp, a_stray_argument_or_a_missing_value_is_invalid) {
 
 TEST_F(doca_argp, a_bad_integer_is_invalid) {
   register_program_flags();
-  for (const char* bad :
-       {"12x", "", "x", "0x10", " 1", "2147483648", "-2147483649", "99999999999999999999"}) {
+  // "+5" is refused: the only sign is '-', as in JSON.
+  for (const char* bad : {"12x", "", "x", "0x10", " 1", "1 ", "+5", "-", "--1", "2147483648",
+                          "-2147483649", "99999999999999999999"}) {
     const auto err = start_capturing_stderr({"--count", bad}, DOCA_ERROR_INVALID_VALUE);
     EXPECT_NE(err.find("flag '--count' needs an integer, not '" + std::string(bad) + "'"),
               std::string::npos)
