@@ -471,6 +471,16 @@ bool name_taken(const parser_state& s, const doca_argp_param& p) {
          find_param(s, p.short_name, false) || find_param(s, p.long_name, true);
 }
 
+// Sets one of the parser's program-wide callbacks (version, validation).
+template <typename Callback>
+doca_error_t register_callback(Callback parser_state::*slot, Callback callback) noexcept {
+  auto& s = state();
+  if (callback == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  if (!s) return DOCA_ERROR_BAD_STATE;
+  (*s).*slot = callback;
+  return DOCA_SUCCESS;
+}
+
 // The setters return nothing (DOCA's signatures): a failure can only be logged.
 template <typename Body>
 void setter(const char* function, doca_argp_param* param, Body&& body) noexcept {
@@ -541,19 +551,11 @@ doca_error_t doca_argp_register_param(struct doca_argp_param* input_param) {
 }
 
 doca_error_t doca_argp_register_version_callback(doca_argp_param_cb_t callback) {
-  auto& s = zc::doca::state();
-  if (callback == nullptr) return DOCA_ERROR_INVALID_VALUE;
-  if (!s) return DOCA_ERROR_BAD_STATE;
-  s->version_callback = callback;
-  return DOCA_SUCCESS;
+  return zc::doca::register_callback(&zc::doca::parser_state::version_callback, callback);
 }
 
 doca_error_t doca_argp_register_validation_callback(doca_argp_validation_cb_t callback) {
-  auto& s = zc::doca::state();
-  if (callback == nullptr) return DOCA_ERROR_INVALID_VALUE;
-  if (!s) return DOCA_ERROR_BAD_STATE;
-  s->validation_callback = callback;
-  return DOCA_SUCCESS;
+  return zc::doca::register_callback(&zc::doca::parser_state::validation_callback, callback);
 }
 
 doca_error_t doca_argp_start(int argc, char** argv) {
