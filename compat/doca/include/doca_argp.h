@@ -131,9 +131,12 @@ DOCA_EXPERIMENTAL void doca_argp_param_set_multiplicity(struct doca_argp_param* 
 /* Frees a param that was not registered. */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_param_destroy(struct doca_argp_param* param);
 
-/* The level given with -l/--log-level, else the program's current level. */
+/*
+ * The program's current log level: the one -l/--log-level set, else the one it had. It is read
+ * from the logger, so a later doca_log_level_set_global_lower_limit() shows here too.
+ */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_get_log_level(int* log_level);
-/* The level given with --sdk-log-level, else the SDK's current level. */
+/* The SDK's current log level: the one --sdk-log-level set, else the one it had (as above). */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_get_sdk_log_level(int* log_level);
 
 #ifdef __cplusplus

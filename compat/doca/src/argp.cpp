@@ -79,8 +79,6 @@ struct parser_state {
   doca_argp_dpdk_cb_t dpdk_callback = nullptr;
   std::vector<std::string> dpdk_args;  // alive until destroy, as DOCA keeps them
   std::vector<char*> dpdk_argv;
-  std::optional<int> log_level;
-  std::optional<int> sdk_log_level;
   // doca_argp_start() is running: a callback that destroyed the parser would pull it from under
   // the parse, and one that started it again would recurse without end.
   bool running = false;
@@ -370,10 +368,8 @@ doca_error_t deliver(parser_state& s, ready_value& r) {
       if (auto e = doca_log_level_set_global_lower_limit(static_cast<uint32_t>(r.number));
           e != DOCA_SUCCESS)
         return e;
-      s.log_level = r.number;
     } else {
       zc::log::set_level(zc::log::source::sdk, *zc::log::level_from_int(r.number));
-      s.sdk_log_level = r.number;
     }
     return DOCA_SUCCESS;
   }
@@ -644,19 +640,16 @@ doca_error_t doca_argp_param_destroy(struct doca_argp_param* param) {
   return DOCA_SUCCESS;
 }
 
+// The flags set zcstore's levels and nothing else, so the levels are the one record of them.
 doca_error_t doca_argp_get_log_level(int* log_level) {
   if (log_level == nullptr) return DOCA_ERROR_INVALID_VALUE;
-  const auto& s = zc::doca::state();
-  *log_level = s && s->log_level ? *s->log_level
-                                 : static_cast<int>(zc::log::get_level(zc::log::source::app));
+  *log_level = static_cast<int>(zc::log::get_level(zc::log::source::app));
   return DOCA_SUCCESS;
 }
 
 doca_error_t doca_argp_get_sdk_log_level(int* log_level) {
   if (log_level == nullptr) return DOCA_ERROR_INVALID_VALUE;
-  const auto& s = zc::doca::state();
-  *log_level = s && s->sdk_log_level ? *s->sdk_log_level
-                                     : static_cast<int>(zc::log::get_level(zc::log::source::sdk));
+  *log_level = static_cast<int>(zc::log::get_level(zc::log::source::sdk));
   return DOCA_SUCCESS;
 }
 

@@ -372,6 +372,10 @@ TEST_F(doca_argp, log_level_flags_set_the_program_and_sdk_levels) {
   EXPECT_EQ(level, 60);
   ASSERT_EQ(doca_argp_get_sdk_log_level(&level), DOCA_SUCCESS);
   EXPECT_EQ(level, 20);
+  // The getters read the logger: a level the program sets later shows.
+  ASSERT_EQ(doca_log_level_set_global_lower_limit(DOCA_LOG_LEVEL_ERROR), DOCA_SUCCESS);
+  ASSERT_EQ(doca_argp_get_log_level(&level), DOCA_SUCCESS);
+  EXPECT_EQ(level, DOCA_LOG_LEVEL_ERROR);
   ASSERT_EQ(start({"--log-level=70"}), DOCA_SUCCESS);
   EXPECT_EQ(doca_log_level_get_global_lower_limit(), 70u);
   const auto err = start_capturing_stderr({"-l", "35"}, DOCA_ERROR_INVALID_VALUE);
