@@ -3,7 +3,8 @@
 //
 // doca_argp_start() works in steps so that no callback runs for a command line that is wrong
 // as a whole: gather every (flag, value) from the JSON file and argv, check repeats and the
-// mandatory flags, convert every value to its type, and only then deliver them in order.
+// mandatory flags, convert every value to its type, and only then deliver them: the log levels
+// first, then the program's flags in order.
 #include <doca_argp.h>
 #include <doca_log.h>
 #include <fcntl.h>
@@ -394,6 +395,20 @@ doca_error_t deliver(parser_state& s, ready_value& r) {
   return result;
 }
 
+// Delivers every value in order, then runs the validation callback; stops at the first error.
+doca_error_t deliver_all(parser_state& s, std::vector<ready_value>& ready) {
+  for (auto& r : ready)
+    if (auto e = deliver(s, r); e != DOCA_SUCCESS) return e;
+  if (s.validation_callback) {
+    if (auto r = s.validation_callback(s.config); r != DOCA_SUCCESS) {
+      std::fprintf(stderr, "%s: the program's validation failed: %s\n", s.program_name.c_str(),
+                   doca_error_get_descr(r));
+      return r;
+    }
+  }
+  return DOCA_SUCCESS;
+}
+
 doca_error_t parse(parser_state& s, int argc, char** argv) {
   int first = 1;
   if (s.dpdk_callback) {
@@ -450,16 +465,19 @@ doca_error_t parse(parser_state& s, int argc, char** argv) {
 
   std::vector<ready_value> ready;
   for (const auto& v : found) ready.push_back(convert(v));
-  for (auto& r : ready)
-    if (auto e = deliver(s, r); e != DOCA_SUCCESS) return e;
-  if (s.validation_callback) {
-    if (auto r = s.validation_callback(s.config); r != DOCA_SUCCESS) {
-      std::fprintf(stderr, "%s: the program's validation failed: %s\n", s.program_name.c_str(),
-                   doca_error_get_descr(r));
-      return r;
-    }
+  // The standard flags (the log levels) first, so that the program's callbacks log at the
+  // level asked for wherever -l stands.
+  std::stable_partition(ready.begin(), ready.end(),
+                        [](const ready_value& r) { return r.from->standard != nullptr; });
+  const auto app_level = zc::log::get_level(zc::log::source::app);
+  const auto sdk_level = zc::log::get_level(zc::log::source::sdk);
+  const doca_error_t result = deliver_all(s, ready);
+  if (result != DOCA_SUCCESS) {
+    // A start that fails leaves the log levels as it found them.
+    zc::log::set_level(zc::log::source::app, app_level);
+    zc::log::set_level(zc::log::source::sdk, sdk_level);
   }
-  return DOCA_SUCCESS;
+  return result;
 }
 
 bool name_taken(const parser_state& s, const doca_argp_param& p) {

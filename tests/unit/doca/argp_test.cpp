@@ -36,6 +36,8 @@ struct config {
   doca_error_t validation_result = DOCA_SUCCESS;
   std::vector<std::string> delivered;  // the flags whose callbacks ran, in order
   std::vector<doca_error_t> nested;    // what parser calls made from a callback returned
+  uint32_t level_at_count = 0;         // the program's log level when on_count ran
+  int sdk_level_at_count = 0;
 };
 
 config& cfg(void* c) {
@@ -49,6 +51,8 @@ doca_error_t on_device(void* param, void* c) {
 }
 doca_error_t on_count(void* param, void* c) {
   cfg(c).delivered.emplace_back("count");
+  cfg(c).level_at_count = doca_log_level_get_global_lower_limit();
+  doca_argp_get_sdk_log_level(&cfg(c).sdk_level_at_count);
   cfg(c).count = *static_cast<int*>(param);
   return DOCA_SUCCESS;
 }
@@ -382,6 +386,46 @@ TEST_F(doca_argp, log_level_flags_set_the_program_and_sdk_levels) {
   EXPECT_NE(err.find("log level 35 is not one of 10, 20, ..., 70"), std::string::npos) << err;
   start_capturing_stderr({"--sdk-log-level", "80"}, DOCA_ERROR_INVALID_VALUE);
   EXPECT_EQ(doca_argp_get_log_level(nullptr), DOCA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(doca_argp, log_levels_are_set_before_any_program_callback_runs) {
+  register_program_flags();
+  ASSERT_EQ(start({"-c", "1", "-l", "70", "--sdk-log-level", "60"}), DOCA_SUCCESS);
+  EXPECT_EQ(c.level_at_count, 70u);
+  EXPECT_EQ(c.sdk_level_at_count, 60);
+  ASSERT_EQ(start({"-j", write_json(R"({"count": 2, "log-level": 30, "sdk-log-level": 20})")}),
+            DOCA_SUCCESS);
+  EXPECT_EQ(c.level_at_count, 30u);
+  EXPECT_EQ(c.sdk_level_at_count, 20);
+}
+
+TEST_F(doca_argp, a_failed_start_leaves_the_log_levels_as_they_were) {
+  register_program_flags();
+  ASSERT_EQ(doca_argp_register_validation_callback(on_validate), DOCA_SUCCESS);
+  int app_before = 0;
+  int sdk_before = 0;
+  ASSERT_EQ(doca_argp_get_log_level(&app_before), DOCA_SUCCESS);
+  ASSERT_EQ(doca_argp_get_sdk_log_level(&sdk_before), DOCA_SUCCESS);
+  ASSERT_NE(app_before, 70);
+  ASSERT_NE(sdk_before, 60);
+  auto expect_levels_unchanged = [&] {
+    int app = 0;
+    int sdk = 0;
+    ASSERT_EQ(doca_argp_get_log_level(&app), DOCA_SUCCESS);
+    ASSERT_EQ(doca_argp_get_sdk_log_level(&sdk), DOCA_SUCCESS);
+    EXPECT_EQ(app, app_before);
+    EXPECT_EQ(sdk, sdk_before);
+  };
+  // A program callback fails...
+  c.device_result = DOCA_ERROR_NOT_PERMITTED;
+  start_capturing_stderr({"-l", "70", "--sdk-log-level", "60", "-d", "x"},
+                         DOCA_ERROR_NOT_PERMITTED);
+  expect_levels_unchanged();
+  // ...or the validation does.
+  c.device_result = DOCA_SUCCESS;
+  c.validation_result = DOCA_ERROR_BAD_CONFIG;
+  start_capturing_stderr({"-l", "70", "--sdk-log-level", "60"}, DOCA_ERROR_BAD_CONFIG);
+  expect_levels_unchanged();
 }
 
 TEST_F(doca_argp, log_levels_not_given_report_the_current_ones) {
