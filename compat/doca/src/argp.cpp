@@ -224,9 +224,28 @@ json_document read_json_file(const std::string& path) {
   if (static_cast<uint64_t>(st.st_size) > max_json_file_bytes)
     throw usage_error{DOCA_ERROR_IO_FAILED, "JSON file '" + path + "' is larger than " +
                                                 std::to_string(max_json_file_bytes) + " bytes"};
-  auto doc = json_document::parse(file.get(), nullptr, /*allow_exceptions=*/false);
+  // A key given twice in one object would silently keep the last value: refused, as a flag
+  // given twice on the command line is. One set of keys per open object.
+  std::vector<std::set<std::string>> open_objects;
+  std::optional<std::string> repeated_key;
+  const auto watch_keys = [&](int, json_document::parse_event_t event, json_document& parsed) {
+    using event_t = json_document::parse_event_t;
+    if (event == event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == event_t::object_end) {
+      open_objects.pop_back();
+    } else if (event == event_t::key && !repeated_key && !open_objects.empty()) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      if (!open_objects.back().insert(key).second) repeated_key = key;
+    }
+    return true;
+  };
+  auto doc = json_document::parse(file.get(), watch_keys, /*allow_exceptions=*/false);
   if (doc.is_discarded())
     throw usage_error{DOCA_ERROR_IO_FAILED, "JSON file '" + path + "' is not valid JSON"};
+  if (repeated_key)
+    throw usage_error{DOCA_ERROR_INVALID_VALUE,
+                      "JSON file '" + path + "' has key '" + *repeated_key + "' twice"};
   if (!doc.is_object())
     throw usage_error{DOCA_ERROR_INVALID_VALUE, "JSON file '" + path + "' is not an object"};
   return doc;

@@ -585,6 +585,27 @@ TEST_F(doca_argp, a_flag_in_both_the_json_file_and_the_command_line_is_refused) 
   EXPECT_EQ(c.names, (std::vector<std::string>{"a", "b"}));
 }
 
+TEST_F(doca_argp, a_json_key_given_twice_is_refused) {
+  register_program_flags();
+  auto err = start_capturing_stderr({"-j", write_json(R"({"count": 1, "count": 2})")},
+                                    DOCA_ERROR_INVALID_VALUE);
+  EXPECT_NE(err.find("has key 'count' twice"), std::string::npos) << err;
+  EXPECT_EQ(c.count, -1);
+  // Within a section too; the same key in two objects is two keys.
+  err = start_capturing_stderr(
+      {"-j", write_json(R"({"doca_program_flags": {"device": "a", "device": "b"}})")},
+      DOCA_ERROR_INVALID_VALUE);
+  EXPECT_NE(err.find("has key 'device' twice"), std::string::npos) << err;
+  EXPECT_EQ(c.device, "");
+  err = start_capturing_stderr({"-j", write_json(R"({"doca_general_flags": {"log-level": 60},
+                                                    "doca_program_flags": {"log-level": 70}})")},
+                               DOCA_ERROR_INVALID_VALUE);
+  EXPECT_NE(err.find("flag 'log-level' (JSON) given twice"), std::string::npos) << err;
+  err = start_capturing_stderr({"-j", write_json(R"({"x": {"a": 1}, "y": {"a": 2}})")},
+                               DOCA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(err.find("unknown JSON key 'x'"), std::string::npos) << err;
+}
+
 TEST_F(doca_argp, help_prints_the_usage_and_exits_0) {
   register_program_flags(/*device_mandatory=*/true);
   // The usage goes to stdout; the child sends stdout to stderr, which EXPECT_EXIT matches.
