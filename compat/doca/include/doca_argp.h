@@ -6,7 +6,8 @@
  * --sdk-log-level and -j/--json.
  *
  * Thread rules: the parser is one per process; call it from one thread (main), as DOCA
- * programs do.
+ * programs do. A callback may not re-enter the parser: while doca_argp_start() runs,
+ * doca_argp_init(), doca_argp_start() and doca_argp_destroy() return DOCA_ERROR_BAD_STATE.
  *
  *   doca_argp_init("my_program", &cfg);
  *   struct doca_argp_param *p;
@@ -61,7 +62,7 @@ DOCA_EXPERIMENTAL void doca_argp_usage(void);
 
 /*
  * Starts a parser for `program_name` (shown in the usage text). `program_config` is passed to
- * every callback; it may be NULL. BAD_STATE if a parser is already running.
+ * every callback; it may be NULL. BAD_STATE if a parser exists (until doca_argp_destroy()).
  */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_init(const char* program_name, void* program_config);
 
@@ -72,7 +73,10 @@ DOCA_EXPERIMENTAL doca_error_t doca_argp_init(const char* program_name, void* pr
  */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_register_param(struct doca_argp_param* input_param);
 
-/* Replaces what -v/--version prints: the callback runs, then the process exits. */
+/*
+ * Replaces what -v/--version prints: the callback runs, then the process exits with
+ * EXIT_SUCCESS, or, when the callback fails, says so on stderr and exits with EXIT_FAILURE.
+ */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_register_version_callback(doca_argp_param_cb_t callback);
 
 /* Runs after every flag was delivered; its error is doca_argp_start()'s. */
@@ -86,11 +90,15 @@ doca_argp_register_validation_callback(doca_argp_validation_cb_t callback);
  * NOT_SUPPORTED for an unknown flag or JSON key, INVALID_VALUE for a bad value, a missing
  * value, a repeated flag, a missing mandatory flag or a stray argument, IO_FAILED when the
  * JSON file cannot be read or parsed, or the error a callback returned. -h prints the usage
- * and -v the version, then the process exits with EXIT_SUCCESS.
+ * and -v the version, then the process exits with EXIT_SUCCESS. BAD_STATE before
+ * doca_argp_init(), or from a callback of this parser (no recursion).
  */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_start(int argc, char** argv);
 
-/* Ends the parser and frees the registered flags; doca_argp_init() may be called again. */
+/*
+ * Ends the parser and frees the registered flags; doca_argp_init() may be called again.
+ * BAD_STATE without a parser, or from a callback during doca_argp_start(): the parser is in use.
+ */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_destroy(void);
 
 /* Marks the program as DPDK-based: what precedes "--" goes to `callback` before parsing. */
@@ -123,9 +131,12 @@ DOCA_EXPERIMENTAL void doca_argp_param_set_multiplicity(struct doca_argp_param* 
 /* Frees a param that was not registered. */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_param_destroy(struct doca_argp_param* param);
 
-/* The level given with -l/--log-level, else the program's current level. */
+/*
+ * The program's current log level: the one -l/--log-level set, else the one it had. It is read
+ * from the logger, so a later doca_log_level_set_global_lower_limit() shows here too.
+ */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_get_log_level(int* log_level);
-/* The level given with --sdk-log-level, else the SDK's current level. */
+/* The SDK's current log level: the one --sdk-log-level set, else the one it had (as above). */
 DOCA_EXPERIMENTAL doca_error_t doca_argp_get_sdk_log_level(int* log_level);
 
 #ifdef __cplusplus

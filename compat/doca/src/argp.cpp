@@ -3,22 +3,23 @@
 //
 // doca_argp_start() works in steps so that no callback runs for a command line that is wrong
 // as a whole: gather every (flag, value) from the JSON file and argv, check repeats and the
-// mandatory flags, convert every value to its type, and only then deliver them in order.
+// mandatory flags, convert every value to its type, and only then deliver them: the log levels
+// first, then the program's flags in order.
 #include <doca_argp.h>
 #include <doca_log.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,9 @@ constexpr const char* json_general_section = "doca_general_flags";
 constexpr const char* json_program_section = "doca_program_flags";
 constexpr const char* json_dpdk_section = "doca_dpdk_flags";
 
+// The largest JSON file read. DOCA applications' configuration files are a few KiB.
+constexpr uint64_t max_json_file_bytes = 1 << 20;
+
 struct parser_state {
   std::string program_name;
   void* config = nullptr;
@@ -76,8 +80,9 @@ struct parser_state {
   doca_argp_dpdk_cb_t dpdk_callback = nullptr;
   std::vector<std::string> dpdk_args;  // alive until destroy, as DOCA keeps them
   std::vector<char*> dpdk_argv;
-  std::optional<int> log_level;
-  std::optional<int> sdk_log_level;
+  // doca_argp_start() is running: a callback that destroyed the parser would pull it from under
+  // the parse, and one that started it again would recurse without end.
+  bool running = false;
 };
 
 // One parser per process, as DOCA has it. Null when not initialized.
@@ -86,13 +91,19 @@ std::unique_ptr<parser_state>& state() {
   return s;
 }
 
+// A JSON file's document. Ordered, so that its flags are delivered in file order, as DOCA's
+// json-c parser delivers them.
+using json_document = nlohmann::ordered_json;
+
 // What a flag's value is, before conversion: text from argv, or a JSON value from a file.
 struct found_value {
   const standard_entry* standard = nullptr;  // either this...
   doca_argp_param* param = nullptr;          // ...or this
   std::string spelled;                       // "--device" / "-d" / "device (JSON)" for messages
   std::optional<std::string> text;           // argv; empty optional: a boolean given bare
-  std::optional<nlohmann::json> json;        // JSON file
+  // JSON file: points into the document parse() holds. Never a copy: copying a value is
+  // recursive, and a deeply nested one would overflow the stack.
+  const json_document* json = nullptr;
 };
 
 // A user mistake: the message goes to stderr with the usage, and the code is returned.
@@ -181,8 +192,11 @@ void gather_argv(parser_state& s, int first, int last, char** argv,
     }
     if (v.standard && v.standard->flag == standard_flag::version) {
       if (s.version_callback) {
-        std::exit(s.version_callback(nullptr, s.config) == DOCA_SUCCESS ? EXIT_SUCCESS
-                                                                        : EXIT_FAILURE);
+        const doca_error_t result = s.version_callback(nullptr, s.config);
+        if (result == DOCA_SUCCESS) std::exit(EXIT_SUCCESS);
+        std::fprintf(stderr, "%s: the version callback failed: %s\n", s.program_name.c_str(),
+                     doca_error_get_descr(result));
+        std::exit(EXIT_FAILURE);
       }
       std::printf("%s\nDOCA API version: %s (libzcstore-doca, zcstore %s)\n",
                   s.program_name.c_str(), ZC_DOCA_API_VERSION_STRING, ZC_VERSION_STRING);
@@ -193,20 +207,51 @@ void gather_argv(parser_state& s, int first, int last, char** argv,
   }
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw usage_error{DOCA_ERROR_IO_FAILED, "cannot open JSON file '" + path + "'"};
-  std::stringstream text;
-  text << in.rdbuf();
-  auto doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+// Reads a JSON file. Only a regular file of at most max_json_file_bytes is read: /dev/zero would
+// be read until memory ran out, and a FIFO would block the program until someone wrote to it.
+// The file is opened without blocking (a FIFO's open waits for a writer), then checked.
+json_document read_json_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw usage_error{DOCA_ERROR_IO_FAILED, "cannot open JSON file '" + path + "'"};
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(::fdopen(fd, "r"), &std::fclose);
+  if (!file) {
+    ::close(fd);
+    throw usage_error{DOCA_ERROR_IO_FAILED, "cannot open JSON file '" + path + "'"};
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw usage_error{DOCA_ERROR_IO_FAILED, "JSON file '" + path + "' is not a regular file"};
+  if (static_cast<uint64_t>(st.st_size) > max_json_file_bytes)
+    throw usage_error{DOCA_ERROR_IO_FAILED, "JSON file '" + path + "' is larger than " +
+                                                std::to_string(max_json_file_bytes) + " bytes"};
+  // A key given twice in one object would silently keep the last value: refused, as a flag
+  // given twice on the command line is. One set of keys per open object.
+  std::vector<std::set<std::string>> open_objects;
+  std::optional<std::string> repeated_key;
+  const auto watch_keys = [&](int, json_document::parse_event_t event, json_document& parsed) {
+    using event_t = json_document::parse_event_t;
+    if (event == event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == event_t::object_end) {
+      open_objects.pop_back();
+    } else if (event == event_t::key && !repeated_key && !open_objects.empty()) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      if (!open_objects.back().insert(key).second) repeated_key = key;
+    }
+    return true;
+  };
+  auto doc = json_document::parse(file.get(), watch_keys, /*allow_exceptions=*/false);
   if (doc.is_discarded())
     throw usage_error{DOCA_ERROR_IO_FAILED, "JSON file '" + path + "' is not valid JSON"};
+  if (repeated_key)
+    throw usage_error{DOCA_ERROR_INVALID_VALUE,
+                      "JSON file '" + path + "' has key '" + *repeated_key + "' twice"};
   if (!doc.is_object())
     throw usage_error{DOCA_ERROR_INVALID_VALUE, "JSON file '" + path + "' is not an object"};
   return doc;
 }
 
-void gather_json_entry(const parser_state& s, const std::string& key, const nlohmann::json& value,
+void gather_json_entry(const parser_state& s, const std::string& key, const json_document& value,
                        std::vector<found_value>& found) {
   found_value v;
   v.spelled = "'" + key + "' (JSON)";
@@ -227,17 +272,17 @@ void gather_json_entry(const parser_state& s, const std::string& key, const nloh
       throw usage_error{DOCA_ERROR_INVALID_VALUE, "JSON key '" + key + "' needs an array"};
     for (const auto& element : value) {
       found_value one = v;
-      one.json = element;
+      one.json = &element;
       found.push_back(std::move(one));
     }
     return;
   }
-  v.json = value;
+  v.json = &value;
   found.push_back(std::move(v));
 }
 
-void gather_json(const parser_state& s, const std::string& path, std::vector<found_value>& found) {
-  const auto doc = read_json_file(path);
+// Gathers the flags of a JSON file's document; `found` points into `doc`.
+void gather_json(const parser_state& s, const json_document& doc, std::vector<found_value>& found) {
   for (const auto& [key, value] : doc.items()) {
     if (key == json_dpdk_section) {
       if (!value.empty())
@@ -257,25 +302,23 @@ void gather_json(const parser_state& s, const std::string& path, std::vector<fou
 
 int to_int(const found_value& v) {
   if (v.json) {
-    if (!v.json->is_number_integer())
+    const json_document& j = *v.json;
+    if (!j.is_number_integer())
       throw usage_error{DOCA_ERROR_INVALID_VALUE, v.spelled + " needs an integer"};
-    // A number above INT64_MAX is stored unsigned; read that way it cannot wrap to a small one.
-    if (v.json->is_number_unsigned() && v.json->get<unsigned long long>() > INT32_MAX)
+    // nlohmann stores a non-negative integer unsigned, so a signed one is negative.
+    if (j.is_number_unsigned() ? j.get<uint64_t>() > INT32_MAX : j.get<int64_t>() < INT32_MIN)
       throw usage_error{DOCA_ERROR_INVALID_VALUE, v.spelled + " is out of range"};
-    const auto n = v.json->get<long long>();
-    if (n < INT32_MIN || n > INT32_MAX)
-      throw usage_error{DOCA_ERROR_INVALID_VALUE, v.spelled + " is out of range"};
-    return static_cast<int>(n);
+    return static_cast<int>(j.get<int64_t>());
   }
+  // Decimal digits with an optional '-', the whole text: no spaces, no '+', no "0x", and "010"
+  // is ten, not eight.
   const std::string& text = *v.text;
-  errno = 0;
-  char* end = nullptr;
-  const long n = std::strtol(text.c_str(), &end, 10);  // decimal: "010" is ten, not eight
-  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])) || *end != '\0' ||
-      errno == ERANGE || n < INT32_MIN || n > INT32_MAX)
+  int n = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (error != std::errc{} || end != text.data() + text.size())
     throw usage_error{DOCA_ERROR_INVALID_VALUE,
                       "flag '" + v.spelled + "' needs an integer, not '" + text + "'"};
-  return static_cast<int>(n);
+  return n;
 }
 
 bool to_bool(const found_value& v) {
@@ -345,10 +388,8 @@ doca_error_t deliver(parser_state& s, ready_value& r) {
       if (auto e = doca_log_level_set_global_lower_limit(static_cast<uint32_t>(r.number));
           e != DOCA_SUCCESS)
         return e;
-      s.log_level = r.number;
     } else {
       zc::log::set_level(zc::log::source::sdk, *zc::log::level_from_int(r.number));
-      s.sdk_log_level = r.number;
     }
     return DOCA_SUCCESS;
   }
@@ -371,6 +412,20 @@ doca_error_t deliver(parser_state& s, ready_value& r) {
     std::fprintf(stderr, "%s: the callback of flag %s failed: %s\n", s.program_name.c_str(),
                  v.spelled.c_str(), doca_error_get_descr(result));
   return result;
+}
+
+// Delivers every value in order, then runs the validation callback; stops at the first error.
+doca_error_t deliver_all(parser_state& s, std::vector<ready_value>& ready) {
+  for (auto& r : ready)
+    if (auto e = deliver(s, r); e != DOCA_SUCCESS) return e;
+  if (s.validation_callback) {
+    if (auto r = s.validation_callback(s.config); r != DOCA_SUCCESS) {
+      std::fprintf(stderr, "%s: the program's validation failed: %s\n", s.program_name.c_str(),
+                   doca_error_get_descr(r));
+      return r;
+    }
+  }
+  return DOCA_SUCCESS;
 }
 
 doca_error_t parse(parser_state& s, int argc, char** argv) {
@@ -406,7 +461,11 @@ doca_error_t parse(parser_state& s, int argc, char** argv) {
     }
   }
   // The file's values come first, so that a flag given in both places is caught below.
-  if (json_path) gather_json(s, *json_path, found);
+  json_document doc;  // alive until every value was delivered: `found` points into it
+  if (json_path) {
+    doc = read_json_file(*json_path);
+    gather_json(s, doc, found);
+  }
   for (auto& v : rest) found.push_back(std::move(v));
 
   std::set<const void*> seen;
@@ -425,21 +484,34 @@ doca_error_t parse(parser_state& s, int argc, char** argv) {
 
   std::vector<ready_value> ready;
   for (const auto& v : found) ready.push_back(convert(v));
-  for (auto& r : ready)
-    if (auto e = deliver(s, r); e != DOCA_SUCCESS) return e;
-  if (s.validation_callback) {
-    if (auto r = s.validation_callback(s.config); r != DOCA_SUCCESS) {
-      std::fprintf(stderr, "%s: the program's validation failed: %s\n", s.program_name.c_str(),
-                   doca_error_get_descr(r));
-      return r;
-    }
+  // The standard flags (the log levels) first, so that the program's callbacks log at the
+  // level asked for wherever -l stands.
+  std::stable_partition(ready.begin(), ready.end(),
+                        [](const ready_value& r) { return r.from->standard != nullptr; });
+  const auto app_level = zc::log::get_level(zc::log::source::app);
+  const auto sdk_level = zc::log::get_level(zc::log::source::sdk);
+  const doca_error_t result = deliver_all(s, ready);
+  if (result != DOCA_SUCCESS) {
+    // A start that fails leaves the log levels as it found them.
+    zc::log::set_level(zc::log::source::app, app_level);
+    zc::log::set_level(zc::log::source::sdk, sdk_level);
   }
-  return DOCA_SUCCESS;
+  return result;
 }
 
 bool name_taken(const parser_state& s, const doca_argp_param& p) {
   return find_standard(p.short_name, false) || find_standard(p.long_name, true) ||
          find_param(s, p.short_name, false) || find_param(s, p.long_name, true);
+}
+
+// Sets one of the parser's program-wide callbacks (version, validation).
+template <typename Callback>
+doca_error_t register_callback(Callback parser_state::*slot, Callback callback) noexcept {
+  auto& s = state();
+  if (callback == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  if (!s) return DOCA_ERROR_BAD_STATE;
+  (*s).*slot = callback;
+  return DOCA_SUCCESS;
 }
 
 // The setters return nothing (DOCA's signatures): a failure can only be logged.
@@ -476,7 +548,7 @@ doca_error_t doca_argp_init(const char* program_name, void* program_config) {
   if (program_name == nullptr) return DOCA_ERROR_INVALID_VALUE;
   return guarded(__func__, [&] {
     auto& s = zc::doca::state();
-    if (s) return DOCA_ERROR_BAD_STATE;
+    if (s) return DOCA_ERROR_BAD_STATE;  // running or not: there is a parser
     auto fresh = std::make_unique<zc::doca::parser_state>();
     fresh->program_name = program_name;
     fresh->config = program_config;
@@ -512,25 +584,22 @@ doca_error_t doca_argp_register_param(struct doca_argp_param* input_param) {
 }
 
 doca_error_t doca_argp_register_version_callback(doca_argp_param_cb_t callback) {
-  auto& s = zc::doca::state();
-  if (callback == nullptr) return DOCA_ERROR_INVALID_VALUE;
-  if (!s) return DOCA_ERROR_BAD_STATE;
-  s->version_callback = callback;
-  return DOCA_SUCCESS;
+  return zc::doca::register_callback(&zc::doca::parser_state::version_callback, callback);
 }
 
 doca_error_t doca_argp_register_validation_callback(doca_argp_validation_cb_t callback) {
-  auto& s = zc::doca::state();
-  if (callback == nullptr) return DOCA_ERROR_INVALID_VALUE;
-  if (!s) return DOCA_ERROR_BAD_STATE;
-  s->validation_callback = callback;
-  return DOCA_SUCCESS;
+  return zc::doca::register_callback(&zc::doca::parser_state::validation_callback, callback);
 }
 
 doca_error_t doca_argp_start(int argc, char** argv) {
   if (argc < 1 || argv == nullptr) return DOCA_ERROR_INVALID_VALUE;
   auto& s = zc::doca::state();
-  if (!s) return DOCA_ERROR_BAD_STATE;
+  if (!s || s->running) return DOCA_ERROR_BAD_STATE;
+  s->running = true;
+  struct not_running_on_exit {
+    zc::doca::parser_state& s;
+    ~not_running_on_exit() { s.running = false; }
+  } guard{*s};
   return guarded(__func__, [&] {
     try {
       return zc::doca::parse(*s, argc, argv);
@@ -544,7 +613,7 @@ doca_error_t doca_argp_start(int argc, char** argv) {
 
 doca_error_t doca_argp_destroy(void) {
   auto& s = zc::doca::state();
-  if (!s) return DOCA_ERROR_BAD_STATE;
+  if (!s || s->running) return DOCA_ERROR_BAD_STATE;
   s.reset();
   return DOCA_SUCCESS;
 }
@@ -608,19 +677,16 @@ doca_error_t doca_argp_param_destroy(struct doca_argp_param* param) {
   return DOCA_SUCCESS;
 }
 
+// The flags set zcstore's levels and nothing else, so the levels are the one record of them.
 doca_error_t doca_argp_get_log_level(int* log_level) {
   if (log_level == nullptr) return DOCA_ERROR_INVALID_VALUE;
-  const auto& s = zc::doca::state();
-  *log_level = s && s->log_level ? *s->log_level
-                                 : static_cast<int>(zc::log::get_level(zc::log::source::app));
+  *log_level = static_cast<int>(zc::log::get_level(zc::log::source::app));
   return DOCA_SUCCESS;
 }
 
 doca_error_t doca_argp_get_sdk_log_level(int* log_level) {
   if (log_level == nullptr) return DOCA_ERROR_INVALID_VALUE;
-  const auto& s = zc::doca::state();
-  *log_level = s && s->sdk_log_level ? *s->sdk_log_level
-                                     : static_cast<int>(zc::log::get_level(zc::log::source::sdk));
+  *log_level = static_cast<int>(zc::log::get_level(zc::log::source::sdk));
   return DOCA_SUCCESS;
 }
 

@@ -416,7 +416,10 @@ static doca_error_t register_flags(void) {
   return DOCA_SUCCESS;
 }
 
-/* Defaults, then the command line (or a -j JSON file) through doca_argp. */
+/*
+ * Defaults, then the command line (or a -j JSON file) through doca_argp. The callbacks copy
+ * every value into cfg, so the parser is done with when this returns.
+ */
 static doca_error_t parse(int argc, char** argv, struct config* cfg) {
   snprintf(cfg->string, sizeof(cfg->string), "%s", DEFAULT_STRING);
   cfg->count = 1;
@@ -424,10 +427,9 @@ static doca_error_t parse(int argc, char** argv, struct config* cfg) {
   doca_error_t result = doca_argp_init("doca_rdma_send_receive", cfg);
   if (result != DOCA_SUCCESS) return result;
   if ((result = register_flags()) == DOCA_SUCCESS) result = doca_argp_start(argc, argv);
-  if (result != DOCA_SUCCESS) {
+  if (result != DOCA_SUCCESS)
     DOCA_LOG_ERR("Failed to parse the command line: %s", doca_error_get_descr(result));
-    (void)doca_argp_destroy();
-  }
+  (void)doca_argp_destroy();
   return result;
 }
 
@@ -441,7 +443,6 @@ int main(int argc, char** argv) {
     DOCA_LOG_ERR("Setup failed: %s", doca_error_get_name(result));
     if (res.ctx != NULL) (void)doca_ctx_stop(res.ctx);
     teardown(&res);
-    (void)doca_argp_destroy();
     return 1;
   }
   const double deadline = example_now_seconds() + RUN_SECONDS;
@@ -456,7 +457,6 @@ int main(int argc, char** argv) {
   /* A context that timed out may still need progress to get back to idle. */
   for (int i = 0; i < 100000 && !res.done; i++) (void)doca_pe_progress(res.pe);
   teardown(&res);
-  (void)doca_argp_destroy();
   if (res.result == DOCA_SUCCESS && res.completed != res.cfg.count)
     res.result = DOCA_ERROR_UNEXPECTED;
   if (res.result != DOCA_SUCCESS) {

@@ -5,6 +5,7 @@
 #include <doca_error.h>
 #include <doca_log.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -33,6 +34,10 @@ struct config {
   int validations = 0;
   doca_error_t device_result = DOCA_SUCCESS;
   doca_error_t validation_result = DOCA_SUCCESS;
+  std::vector<std::string> delivered;  // the flags whose callbacks ran, in order
+  std::vector<doca_error_t> nested;    // what parser calls made from a callback returned
+  uint32_t level_at_count = 0;         // the program's log level when on_count ran
+  int sdk_level_at_count = 0;
 };
 
 config& cfg(void* c) {
@@ -40,14 +45,19 @@ config& cfg(void* c) {
 }
 
 doca_error_t on_device(void* param, void* c) {
+  cfg(c).delivered.emplace_back("device");
   cfg(c).device = static_cast<const char*>(param);
   return cfg(c).device_result;
 }
 doca_error_t on_count(void* param, void* c) {
+  cfg(c).delivered.emplace_back("count");
+  cfg(c).level_at_count = doca_log_level_get_global_lower_limit();
+  doca_argp_get_sdk_log_level(&cfg(c).sdk_level_at_count);
   cfg(c).count = *static_cast<int*>(param);
   return DOCA_SUCCESS;
 }
 doca_error_t on_verbose(void* param, void* c) {
+  cfg(c).delivered.emplace_back("verbose");
   cfg(c).verbose = *static_cast<bool*>(param);
   ++cfg(c).verbose_calls;
   return DOCA_SUCCESS;
@@ -110,6 +120,18 @@ struct command_line {
   std::vector<std::string> strings;
   std::vector<char*> pointers;
 };
+
+// Callbacks that call the parser back, as a confused program might.
+doca_error_t on_destroy_inside(void*, void* c) {
+  cfg(c).nested.push_back(doca_argp_destroy());
+  return DOCA_SUCCESS;
+}
+doca_error_t on_start_inside(void*, void* c) {
+  command_line again({"--restart"});
+  cfg(c).nested.push_back(doca_argp_start(again.argc(), again.argv()));
+  cfg(c).nested.push_back(doca_argp_init("again", c));
+  return DOCA_SUCCESS;
+}
 
 class doca_argp : public ::testing::Test {
  protected:
@@ -209,8 +231,9 @@ TEST_F(doca_argp, every_type_by_long_names_with_and_without_equals) {
 
 TEST_F(doca_argp, short_names_take_equals_too) {
   register_program_flags();
+  c.device = "unset";
   ASSERT_EQ(start({"-d=", "-c=2147483647", "-ld=-2147483648"}), DOCA_SUCCESS);
-  EXPECT_EQ(c.device, "");
+  EXPECT_EQ(c.device, "");  // given, and empty
   EXPECT_EQ(c.count, 2147483647);
   EXPECT_EQ(c.queue, INT32_MIN);
 }
@@ -286,8 +309,9 @@ TEST_F(doca_argp, a_stray_argument_or_a_missing_value_is_invalid) {
 
 TEST_F(doca_argp, a_bad_integer_is_invalid) {
   register_program_flags();
-  for (const char* bad :
-       {"12x", "", "x", "0x10", " 1", "2147483648", "-2147483649", "99999999999999999999"}) {
+  // "+5" is refused: the only sign is '-', as in JSON.
+  for (const char* bad : {"12x", "", "x", "0x10", " 1", "1 ", "+5", "-", "--1", "2147483648",
+                          "-2147483649", "99999999999999999999"}) {
     const auto err = start_capturing_stderr({"--count", bad}, DOCA_ERROR_INVALID_VALUE);
     EXPECT_NE(err.find("flag '--count' needs an integer, not '" + std::string(bad) + "'"),
               std::string::npos)
@@ -303,6 +327,30 @@ TEST_F(doca_argp, a_callback_error_is_returned_as_it_is) {
   EXPECT_NE(err.find("the callback of flag -d failed"), std::string::npos) << err;
   EXPECT_EQ(c.device, "forbidden");
   EXPECT_EQ(c.count, -1);  // delivery stops at the first failure
+}
+
+TEST_F(doca_argp, a_callback_cannot_destroy_the_parser) {
+  register_program_flags();
+  ASSERT_EQ(doca_argp_register_param(
+                make_param({nullptr, "destroy", DOCA_ARGP_TYPE_BOOLEAN, on_destroy_inside})),
+            DOCA_SUCCESS);
+  ASSERT_EQ(start({"--destroy", "-d", "after"}), DOCA_SUCCESS);
+  EXPECT_EQ(c.nested, (std::vector<doca_error_t>{DOCA_ERROR_BAD_STATE}));
+  EXPECT_EQ(c.device, "after");  // the parse went on with its flags
+}
+
+TEST_F(doca_argp, a_callback_cannot_start_or_init_the_parser_again) {
+  register_program_flags();
+  ASSERT_EQ(doca_argp_register_param(
+                make_param({nullptr, "restart", DOCA_ARGP_TYPE_BOOLEAN, on_start_inside})),
+            DOCA_SUCCESS);
+  ASSERT_EQ(start({"--restart", "-c", "4"}), DOCA_SUCCESS);
+  EXPECT_EQ(c.nested, (std::vector<doca_error_t>{DOCA_ERROR_BAD_STATE, DOCA_ERROR_BAD_STATE}));
+  EXPECT_EQ(c.count, 4);
+  // Once start returned, the parser may be started again.
+  c.nested.clear();
+  ASSERT_EQ(start({"--restart"}), DOCA_SUCCESS);
+  EXPECT_EQ(c.nested.size(), 2u);
 }
 
 TEST_F(doca_argp, the_validation_callback_runs_last_and_its_error_is_returned) {
@@ -328,12 +376,56 @@ TEST_F(doca_argp, log_level_flags_set_the_program_and_sdk_levels) {
   EXPECT_EQ(level, 60);
   ASSERT_EQ(doca_argp_get_sdk_log_level(&level), DOCA_SUCCESS);
   EXPECT_EQ(level, 20);
+  // The getters read the logger: a level the program sets later shows.
+  ASSERT_EQ(doca_log_level_set_global_lower_limit(DOCA_LOG_LEVEL_ERROR), DOCA_SUCCESS);
+  ASSERT_EQ(doca_argp_get_log_level(&level), DOCA_SUCCESS);
+  EXPECT_EQ(level, DOCA_LOG_LEVEL_ERROR);
   ASSERT_EQ(start({"--log-level=70"}), DOCA_SUCCESS);
   EXPECT_EQ(doca_log_level_get_global_lower_limit(), 70u);
   const auto err = start_capturing_stderr({"-l", "35"}, DOCA_ERROR_INVALID_VALUE);
   EXPECT_NE(err.find("log level 35 is not one of 10, 20, ..., 70"), std::string::npos) << err;
   start_capturing_stderr({"--sdk-log-level", "80"}, DOCA_ERROR_INVALID_VALUE);
   EXPECT_EQ(doca_argp_get_log_level(nullptr), DOCA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(doca_argp, log_levels_are_set_before_any_program_callback_runs) {
+  register_program_flags();
+  ASSERT_EQ(start({"-c", "1", "-l", "70", "--sdk-log-level", "60"}), DOCA_SUCCESS);
+  EXPECT_EQ(c.level_at_count, 70u);
+  EXPECT_EQ(c.sdk_level_at_count, 60);
+  ASSERT_EQ(start({"-j", write_json(R"({"count": 2, "log-level": 30, "sdk-log-level": 20})")}),
+            DOCA_SUCCESS);
+  EXPECT_EQ(c.level_at_count, 30u);
+  EXPECT_EQ(c.sdk_level_at_count, 20);
+}
+
+TEST_F(doca_argp, a_failed_start_leaves_the_log_levels_as_they_were) {
+  register_program_flags();
+  ASSERT_EQ(doca_argp_register_validation_callback(on_validate), DOCA_SUCCESS);
+  int app_before = 0;
+  int sdk_before = 0;
+  ASSERT_EQ(doca_argp_get_log_level(&app_before), DOCA_SUCCESS);
+  ASSERT_EQ(doca_argp_get_sdk_log_level(&sdk_before), DOCA_SUCCESS);
+  ASSERT_NE(app_before, 70);
+  ASSERT_NE(sdk_before, 60);
+  auto expect_levels_unchanged = [&] {
+    int app = 0;
+    int sdk = 0;
+    ASSERT_EQ(doca_argp_get_log_level(&app), DOCA_SUCCESS);
+    ASSERT_EQ(doca_argp_get_sdk_log_level(&sdk), DOCA_SUCCESS);
+    EXPECT_EQ(app, app_before);
+    EXPECT_EQ(sdk, sdk_before);
+  };
+  // A program callback fails...
+  c.device_result = DOCA_ERROR_NOT_PERMITTED;
+  start_capturing_stderr({"-l", "70", "--sdk-log-level", "60", "-d", "x"},
+                         DOCA_ERROR_NOT_PERMITTED);
+  expect_levels_unchanged();
+  // ...or the validation does.
+  c.device_result = DOCA_SUCCESS;
+  c.validation_result = DOCA_ERROR_BAD_CONFIG;
+  start_capturing_stderr({"-l", "70", "--sdk-log-level", "60"}, DOCA_ERROR_BAD_CONFIG);
+  expect_levels_unchanged();
 }
 
 TEST_F(doca_argp, log_levels_not_given_report_the_current_ones) {
@@ -353,7 +445,7 @@ TEST_F(doca_argp, a_json_file_gives_every_type_by_long_name) {
     "verbose": true,
     "name": ["x", "y"],
     "queue-depth": 64,
-    "log-level": 50
+    "log-level": 70
   })");
   ASSERT_EQ(start({"-j", path}), DOCA_SUCCESS);
   EXPECT_EQ(c.device, "mlx5_1");
@@ -361,7 +453,7 @@ TEST_F(doca_argp, a_json_file_gives_every_type_by_long_name) {
   EXPECT_TRUE(c.verbose);
   EXPECT_EQ(c.names, (std::vector<std::string>{"x", "y"}));
   EXPECT_EQ(c.queue, 64);
-  EXPECT_EQ(doca_log_level_get_global_lower_limit(), 50u);
+  EXPECT_EQ(doca_log_level_get_global_lower_limit(), 70u);  // not the default, 50
 }
 
 TEST_F(doca_argp, a_json_file_may_use_doca_sections_and_mix_with_the_command_line) {
@@ -384,6 +476,29 @@ TEST_F(doca_argp, a_json_file_may_use_doca_sections_and_mix_with_the_command_lin
   EXPECT_EQ(sdk, 30);
 }
 
+TEST_F(doca_argp, json_flags_are_delivered_in_file_order) {
+  register_program_flags();
+  // Not alphabetical: DOCA's json-c parser delivers a file's flags in the order written.
+  ASSERT_EQ(start({"-j", write_json(R"({"verbose": true, "device": "sm", "count": 3})")}),
+            DOCA_SUCCESS);
+  EXPECT_EQ(c.delivered, (std::vector<std::string>{"verbose", "device", "count"}));
+}
+
+TEST_F(doca_argp, a_deeply_nested_json_value_is_refused_without_crashing) {
+  register_program_flags();
+  // 100,000 nested arrays (200 KB): copying such a value recurses once per level.
+  constexpr int depth = 100'000;
+  const std::string deep = std::string(depth, '[') + std::string(depth, ']');
+  for (const char* key : {"device", "name"}) {
+    const auto err =
+        start_capturing_stderr({"-j", write_json("{\"" + std::string(key) + "\": " + deep + "}")},
+                               DOCA_ERROR_INVALID_VALUE);
+    EXPECT_NE(err.find("'" + std::string(key) + "' (JSON) needs a string"), std::string::npos)
+        << key;
+  }
+  EXPECT_TRUE(c.delivered.empty());
+}
+
 TEST_F(doca_argp, a_malformed_or_missing_json_file_is_an_io_failure) {
   register_program_flags();
   auto err =
@@ -397,11 +512,42 @@ TEST_F(doca_argp, a_malformed_or_missing_json_file_is_an_io_failure) {
   start_capturing_stderr({"-j"}, DOCA_ERROR_INVALID_VALUE);
 }
 
+TEST_F(doca_argp, only_a_regular_json_file_of_at_most_1_mib_is_read) {
+  register_program_flags();
+  // Valid JSON one byte over the limit: refused before it is read. (ASSERT: without the limit
+  // the cases below would read /dev/zero until memory ran out and block on the FIFO.)
+  constexpr size_t limit = 1 << 20;
+  const std::string prefix = R"({"device": ")";
+  const std::string suffix = R"("})";
+  const auto big =
+      write_json(prefix + std::string(limit + 1 - prefix.size() - suffix.size(), 'x') + suffix);
+  ASSERT_EQ(std::filesystem::file_size(big), limit + 1);
+  auto err = start_capturing_stderr({"-j", big}, DOCA_ERROR_IO_FAILED);
+  ASSERT_NE(err.find("JSON file '" + big + "' is larger than 1048576 bytes"), std::string::npos)
+      << err;
+  ASSERT_EQ(c.device, "");
+  // At the limit it is read.
+  const auto fits =
+      write_json(prefix + std::string(limit - prefix.size() - suffix.size(), 'y') + suffix);
+  ASSERT_EQ(start({"-j", fits}), DOCA_SUCCESS);
+  EXPECT_EQ(c.device.size(), limit - prefix.size() - suffix.size());
+
+  err = start_capturing_stderr({"-j", "/dev/zero"}, DOCA_ERROR_IO_FAILED);
+  EXPECT_NE(err.find("JSON file '/dev/zero' is not a regular file"), std::string::npos) << err;
+  const auto fifo = json_dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  err = start_capturing_stderr({"-j", fifo.string()}, DOCA_ERROR_IO_FAILED);
+  EXPECT_NE(err.find("is not a regular file"), std::string::npos) << err;
+  err = start_capturing_stderr({"-j", json_dir.string()}, DOCA_ERROR_IO_FAILED);
+  EXPECT_NE(err.find("is not a regular file"), std::string::npos) << err;
+}
+
 TEST_F(doca_argp, json_values_of_the_wrong_type_are_invalid) {
   register_program_flags();
   for (const char* text :
        {R"({"count": "7"})", R"({"count": 7.5})", R"({"count": 4294967296})",
-        R"({"count": 18446744073709551615})", R"({"verbose": 1})", R"({"verbose": "true"})",
+        R"({"count": 18446744073709551615})", R"({"count": 2147483648})",
+        R"({"count": -2147483649})", R"({"verbose": 1})", R"({"verbose": "true"})",
         R"({"device": 5})", R"({"device": null})", R"({"name": "x"})", R"({"name": ["x", 2]})",
         R"({"log-level": "60"})", R"({"doca_program_flags": []})"}) {
     const auto err = start_capturing_stderr({"-j", write_json(text)}, DOCA_ERROR_INVALID_VALUE);
@@ -439,6 +585,27 @@ TEST_F(doca_argp, a_flag_in_both_the_json_file_and_the_command_line_is_refused) 
   EXPECT_EQ(c.names, (std::vector<std::string>{"a", "b"}));
 }
 
+TEST_F(doca_argp, a_json_key_given_twice_is_refused) {
+  register_program_flags();
+  auto err = start_capturing_stderr({"-j", write_json(R"({"count": 1, "count": 2})")},
+                                    DOCA_ERROR_INVALID_VALUE);
+  EXPECT_NE(err.find("has key 'count' twice"), std::string::npos) << err;
+  EXPECT_EQ(c.count, -1);
+  // Within a section too; the same key in two objects is two keys.
+  err = start_capturing_stderr(
+      {"-j", write_json(R"({"doca_program_flags": {"device": "a", "device": "b"}})")},
+      DOCA_ERROR_INVALID_VALUE);
+  EXPECT_NE(err.find("has key 'device' twice"), std::string::npos) << err;
+  EXPECT_EQ(c.device, "");
+  err = start_capturing_stderr({"-j", write_json(R"({"doca_general_flags": {"log-level": 60},
+                                                    "doca_program_flags": {"log-level": 70}})")},
+                               DOCA_ERROR_INVALID_VALUE);
+  EXPECT_NE(err.find("flag 'log-level' (JSON) given twice"), std::string::npos) << err;
+  err = start_capturing_stderr({"-j", write_json(R"({"x": {"a": 1}, "y": {"a": 2}})")},
+                               DOCA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(err.find("unknown JSON key 'x'"), std::string::npos) << err;
+}
+
 TEST_F(doca_argp, help_prints_the_usage_and_exits_0) {
   register_program_flags(/*device_mandatory=*/true);
   // The usage goes to stdout; the child sends stdout to stderr, which EXPECT_EXIT matches.
@@ -474,6 +641,22 @@ TEST_F(doca_argp, version_prints_and_exits_0) {
   c.queue = 77;
   ASSERT_EQ(doca_argp_register_version_callback(on_version), DOCA_SUCCESS);
   EXPECT_EXIT(start({"-v"}), ::testing::ExitedWithCode(0), "custom version, queue 77");
+}
+
+TEST_F(doca_argp, a_failing_version_callback_says_so_and_exits_1) {
+  ASSERT_EQ(doca_argp_register_version_callback([](void*, void*) { return DOCA_ERROR_IO_FAILED; }),
+            DOCA_SUCCESS);
+  EXPECT_EXIT(start({"-v"}), ::testing::ExitedWithCode(1),
+              "argp_test: the version callback failed: ");
+}
+
+TEST_F(doca_argp, an_empty_or_null_argv_is_refused) {
+  register_program_flags();
+  char* argv[] = {nullptr};
+  EXPECT_EQ(doca_argp_start(0, argv), DOCA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(doca_argp_start(1, nullptr), DOCA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(doca_argp_start(-1, argv), DOCA_ERROR_INVALID_VALUE);
+  EXPECT_TRUE(c.delivered.empty());
 }
 
 TEST_F(doca_argp, registration_checks_the_param) {
