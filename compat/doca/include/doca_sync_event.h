@@ -143,7 +143,12 @@ DOCA_EXPERIMENTAL doca_error_t doca_sync_event_update_set(struct doca_sync_event
                                                           uint64_t value);
 /* Waits until (counter & mask) > value, == value, or != value. As DOCA's, these waits have no
  * bound: they return only once the condition holds. The plain ones spin; the _yield ones call
- * sched_yield() between polls. */
+ * sched_yield() between polls. They progress no engine and run no callback. Over zcstore a
+ * peer's remote set or add on an exported event lands only when the owner's progress engine is
+ * progressed (doca_pe_progress, by this thread or the one that drives it), as every RDMA
+ * operation zcstore serves: a thread that waits here while nobody progresses that engine waits
+ * for ever. To wait for a peer on the engine's own thread, loop doca_pe_progress and
+ * doca_sync_event_get, or submit a wait_eq / wait_neq task of the event as a context. */
 DOCA_EXPERIMENTAL doca_error_t doca_sync_event_wait_gt(struct doca_sync_event* event,
                                                        uint64_t value, uint64_t mask);
 DOCA_EXPERIMENTAL doca_error_t doca_sync_event_wait_gt_yield(struct doca_sync_event* event,

@@ -209,16 +209,15 @@ uint64_t load(const doca_sync_event& e) noexcept {
 }
 
 // Polls until pred(counter & mask) holds. DOCA's waits have no bound, and a program relies on
-// returning only once the condition holds, so neither has this one. While the event is exported,
-// a peer's update arrives through an rdma context of this process: the wait progresses the
-// engines this thread drives (DOCA's samples wait right after connecting, without progressing).
+// returning only once the condition holds, so neither has this one. It progresses no engine: a
+// wait that ran the program's callbacks could run one that destroys the event it reads, or
+// progress an engine another thread drives. A peer's remote update on an exported event lands
+// when the owner's engine is progressed (docs/DOCA_COMPAT.md, "What differs from hardware").
 template <typename Pred>
 doca_error_t wait(doca_sync_event* event, uint64_t mask, bool yield, Pred pred) noexcept {
   if (event == nullptr || event->counter == nullptr) return DOCA_ERROR_INVALID_VALUE;
-  while (!pred(load(*event) & mask)) {
-    if (!event->remote_net_export.empty()) progress_engines_of_this_thread();
+  while (!pred(load(*event) & mask))
     if (yield) sched_yield();
-  }
   return DOCA_SUCCESS;
 }
 
