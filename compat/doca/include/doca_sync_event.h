@@ -167,7 +167,9 @@ DOCA_EXPERIMENTAL doca_error_t doca_sync_event_wait_neq_yield(struct doca_sync_e
  * notify_add act at submit and complete from the next doca_pe_progress(); wait_eq and wait_neq
  * complete from the progress call that finds (counter & mask) == / != wait_val. Waits still
  * pending when the context stops complete through their error callback. Stopping the context
- * ends the event's export. */
+ * ends the event's export. In event mode, while a wait task is pending the engine counts as
+ * busy: doca_pe_request_notification leaves its handle readable (the program progresses rather
+ * than sleeps), and a CPU update_set/update_add wakes it. */
 
 struct doca_sync_event_task_get;
 struct doca_sync_event_task_notify_set;

@@ -12,6 +12,8 @@
 #include <doca_rdma.h>
 #include <doca_sync_event.h>
 #include <gtest/gtest.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -423,6 +425,103 @@ TEST(doca_sync_event_ctx, a_stand_alone_event_is_no_context) {
                                               context_failed<se_get, se_get_task>, 1),
             DOCA_ERROR_BAD_STATE);
   EXPECT_EQ(doca_sync_event_destroy(event), DOCA_SUCCESS);
+}
+
+// ---- Event mode: a program that sleeps on the notification handle while a wait task is pending.
+
+constexpr auto update_delay = std::chrono::milliseconds(50);
+constexpr int sleep_limit_ms = 2000;  // far longer than update_delay: a wake-up is readiness
+
+// An event run as a context on its own engine, with one wait_eq task, running and quiet.
+struct wait_context {
+  context_counts counts;
+  doca_sync_event* event = nullptr;
+  doca_pe* pe = nullptr;
+  doca_ctx* ctx = nullptr;
+
+  void start() {
+    ASSERT_EQ(doca_sync_event_create(&event), DOCA_SUCCESS);
+    ASSERT_EQ(doca_sync_event_task_wait_eq_set_conf(event, context_completed<se_eq, se_eq_task>,
+                                                    context_failed<se_eq, se_eq_task>, 1),
+              DOCA_SUCCESS);
+    ctx = doca_sync_event_as_ctx(event);
+    ASSERT_EQ(doca_pe_create(&pe), DOCA_SUCCESS);
+    ASSERT_EQ(doca_ctx_set_user_data(ctx, doca_data{.ptr = &counts}), DOCA_SUCCESS);
+    ASSERT_EQ(doca_ctx_set_state_changed_cb(ctx, on_context_state), DOCA_SUCCESS);
+    ASSERT_EQ(doca_pe_connect_ctx(pe, ctx), DOCA_SUCCESS);
+    ASSERT_EQ(doca_ctx_start(ctx), DOCA_SUCCESS);
+    for (int i = 0; i < 10; ++i) doca_pe_progress(pe);
+    ASSERT_TRUE(counts.running);
+  }
+
+  void submit_wait(uint64_t value) {
+    se_eq* eq = nullptr;
+    ASSERT_EQ(doca_sync_event_task_wait_eq_alloc_init(event, value, all_bits, doca_data{}, &eq),
+              DOCA_SUCCESS);
+    ASSERT_EQ(doca_task_submit(se_eq_task(eq)), DOCA_SUCCESS);
+  }
+
+  // epoll_wait on the notification handle, at most sleep_limit_ms: 1 when it turned readable.
+  int sleep_on_handle() {
+    doca_notification_handle_t handle{};
+    EXPECT_EQ(doca_pe_get_notification_handle(pe, &handle), DOCA_SUCCESS);
+    const int ep = epoll_create1(0);
+    epoll_event e{};
+    e.events = EPOLLIN;
+    EXPECT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, handle, &e), 0);
+    const int n = epoll_wait(ep, &e, 1, sleep_limit_ms);
+    close(ep);
+    EXPECT_EQ(doca_pe_clear_notification(pe, handle), DOCA_SUCCESS);
+    return n;
+  }
+
+  void stop() {
+    doca_ctx_stop(ctx);
+    for (int i = 0; i < 100 && !counts.idle; ++i) doca_pe_progress(pe);
+    EXPECT_TRUE(counts.idle);
+    EXPECT_EQ(doca_sync_event_destroy(event), DOCA_SUCCESS);
+    EXPECT_EQ(doca_pe_destroy(pe), DOCA_SUCCESS);
+  }
+};
+
+// The review's p1: the program arms with a wait task pending, then sleeps; another thread's CPU
+// update satisfies the wait. The handle must not let it sleep through that.
+TEST(doca_sync_event_ctx, a_pending_wait_task_keeps_the_notification_handle_awake) {
+  wait_context w;
+  ASSERT_NO_FATAL_FAILURE(w.start());
+  ASSERT_NO_FATAL_FAILURE(w.submit_wait(7));
+  for (int i = 0; i < 10; ++i) doca_pe_progress(w.pe);
+  ASSERT_EQ(w.counts.completed, 0);
+  ASSERT_EQ(doca_pe_request_notification(w.pe), DOCA_SUCCESS);
+  std::thread updater([&] {
+    std::this_thread::sleep_for(update_delay);
+    EXPECT_EQ(doca_sync_event_update_set(w.event, 7), DOCA_SUCCESS);
+  });
+  const int woke = w.sleep_on_handle();
+  updater.join();
+  EXPECT_EQ(woke, 1) << "slept the whole limit with a wait task pending";
+  doca_pe_progress(w.pe);  // the one progress call after the wake-up completes the wait
+  EXPECT_EQ(w.counts.completed, 1);
+  w.stop();
+}
+
+// A program that armed before it submitted the wait (from a callback, say) sleeps on the handle:
+// the CPU update that satisfies the wait wakes it.
+TEST(doca_sync_event_ctx, a_cpu_update_wakes_an_engine_with_a_wait_task_pending) {
+  wait_context w;
+  ASSERT_NO_FATAL_FAILURE(w.start());
+  ASSERT_EQ(doca_pe_request_notification(w.pe), DOCA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(w.submit_wait(7));
+  std::thread updater([&] {
+    std::this_thread::sleep_for(update_delay);
+    EXPECT_EQ(doca_sync_event_update_set(w.event, 7), DOCA_SUCCESS);
+  });
+  const int woke = w.sleep_on_handle();
+  updater.join();
+  EXPECT_EQ(woke, 1) << "the update that satisfied the wait task did not wake the engine";
+  doca_pe_progress(w.pe);
+  EXPECT_EQ(w.counts.completed, 1);
+  w.stop();
 }
 
 // ---- A CPU wait progresses no engine: it runs no callback of the program (one could destroy
