@@ -86,8 +86,11 @@ DOCA_EXPERIMENTAL doca_error_t
 doca_sync_event_add_subscriber_location_gpu(struct doca_sync_event* event, struct doca_gpu* gpu);
 DOCA_EXPERIMENTAL doca_error_t
 doca_sync_event_add_subscriber_location_remote_pci(struct doca_sync_event* event);
-/* The counter in the program's own 8 bytes (aligned) instead of the event's: they must outlive
- * the event. */
+/* The counter in the program's own 8 bytes (aligned) instead of the event's. They must outlive
+ * the event and every peer transfer in flight on it, not only the event: a peer's remote get is
+ * served zero-copy from these bytes, and may still be reading them after the event is destroyed
+ * (which ends the export, so no new one starts). Free them once the event is destroyed and the
+ * doca_rdma contexts that serve peers are stopped. */
 DOCA_EXPERIMENTAL doca_error_t doca_sync_event_set_addr(struct doca_sync_event* event,
                                                         uint64_t* addr);
 DOCA_EXPERIMENTAL doca_error_t doca_sync_event_set_doca_buf(struct doca_sync_event* event,
