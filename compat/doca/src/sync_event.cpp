@@ -91,6 +91,8 @@ class sync_event_context final : public core::context {
     configure(event.notify_add, sync_event_op::notify_add);
     configure(event.wait_eq, sync_event_op::wait_eq);
     configure(event.wait_neq, sync_event_op::wait_neq);
+    // Every wait task may be pending at once: submit (the data path) never allocates.
+    waiting_.reserve(size_t{event.wait_eq.num_tasks} + event.wait_neq.num_tasks);
   }
 
   sync_event_task* allocate(sync_event_op op) noexcept {

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/allocation_counter.hpp"
 #include "unit/doca/two_engines.hpp"
 
 namespace {
@@ -522,6 +523,22 @@ TEST(doca_sync_event_ctx, a_cpu_update_wakes_an_engine_with_a_wait_task_pending)
   doca_pe_progress(w.pe);
   EXPECT_EQ(w.counts.completed, 1);
   w.stop();
+}
+
+// Submitting a wait task is the data path: it allocates nothing (the pending list is sized for
+// every configured wait task when the context is made).
+TEST(doca_sync_event_ctx, submitting_a_wait_task_allocates_nothing) {
+  wait_context w;
+  ASSERT_NO_FATAL_FAILURE(w.start());
+  se_eq* eq = nullptr;
+  ASSERT_EQ(doca_sync_event_task_wait_eq_alloc_init(w.event, 7, all_bits, doca_data{}, &eq),
+            DOCA_SUCCESS);
+  const uint64_t before = zc::test::allocations_on_this_thread();
+  const doca_error_t submitted = doca_task_submit(se_eq_task(eq));
+  const uint64_t after = zc::test::allocations_on_this_thread();
+  ASSERT_EQ(submitted, DOCA_SUCCESS);
+  EXPECT_EQ(after, before);
+  w.stop();  // the pending wait comes back through its error callback
 }
 
 // ---- A CPU wait progresses no engine: it runs no callback of the program (one could destroy
