@@ -86,8 +86,11 @@ DOCA_EXPERIMENTAL doca_error_t
 doca_sync_event_add_subscriber_location_gpu(struct doca_sync_event* event, struct doca_gpu* gpu);
 DOCA_EXPERIMENTAL doca_error_t
 doca_sync_event_add_subscriber_location_remote_pci(struct doca_sync_event* event);
-/* The counter in the program's own 8 bytes (aligned) instead of the event's: they must outlive
- * the event. */
+/* The counter in the program's own 8 bytes (aligned) instead of the event's. They must outlive
+ * the event and every peer transfer in flight on it, not only the event: a peer's remote get is
+ * served zero-copy from these bytes, and may still be reading them after the event is destroyed
+ * (which ends the export, so no new one starts). Free them once the event is destroyed and the
+ * doca_rdma contexts that serve peers are stopped. */
 DOCA_EXPERIMENTAL doca_error_t doca_sync_event_set_addr(struct doca_sync_event* event,
                                                         uint64_t* addr);
 DOCA_EXPERIMENTAL doca_error_t doca_sync_event_set_doca_buf(struct doca_sync_event* event,
@@ -143,7 +146,12 @@ DOCA_EXPERIMENTAL doca_error_t doca_sync_event_update_set(struct doca_sync_event
                                                           uint64_t value);
 /* Waits until (counter & mask) > value, == value, or != value. As DOCA's, these waits have no
  * bound: they return only once the condition holds. The plain ones spin; the _yield ones call
- * sched_yield() between polls. */
+ * sched_yield() between polls. They progress no engine and run no callback. Over zcstore a
+ * peer's remote set or add on an exported event lands only when the owner's progress engine is
+ * progressed (doca_pe_progress, by this thread or the one that drives it), as every RDMA
+ * operation zcstore serves: a thread that waits here while nobody progresses that engine waits
+ * for ever. To wait for a peer on the engine's own thread, loop doca_pe_progress and
+ * doca_sync_event_get, or submit a wait_eq / wait_neq task of the event as a context. */
 DOCA_EXPERIMENTAL doca_error_t doca_sync_event_wait_gt(struct doca_sync_event* event,
                                                        uint64_t value, uint64_t mask);
 DOCA_EXPERIMENTAL doca_error_t doca_sync_event_wait_gt_yield(struct doca_sync_event* event,
@@ -162,7 +170,9 @@ DOCA_EXPERIMENTAL doca_error_t doca_sync_event_wait_neq_yield(struct doca_sync_e
  * notify_add act at submit and complete from the next doca_pe_progress(); wait_eq and wait_neq
  * complete from the progress call that finds (counter & mask) == / != wait_val. Waits still
  * pending when the context stops complete through their error callback. Stopping the context
- * ends the event's export. */
+ * ends the event's export. In event mode, while a wait task is pending the engine counts as
+ * busy: doca_pe_request_notification leaves its handle readable (the program progresses rather
+ * than sleeps), and a CPU update_set/update_add wakes it. */
 
 struct doca_sync_event_task_get;
 struct doca_sync_event_task_notify_set;

@@ -15,12 +15,10 @@
 #include <doca_rdma.h>
 #include <doca_sync_event.h>
 
-#include <atomic>
 #include <deque>
 #include <memory>
 #include <new>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -147,17 +145,7 @@ struct doca_pe {
   // is never used: busy says so.
   zc::core::progress_engine engine{zc::core::poll_mode::busy};
   std::vector<doca_ctx*> contexts;
-  // The thread of the last doca_pe_progress() call; read by other threads' sync event waits.
-  std::atomic<std::thread::id> driver{};
 };
-
-namespace zc::doca {
-// Progresses, once each, the progress engines whose last doca_pe_progress() ran on this thread,
-// unless this thread is inside doca_pe_progress() already (pe_ctx.cpp). A CPU wait on an exported
-// sync event calls it: over zcstore a peer's remote get/set/add is served by the owner's rdma
-// context, which needs its engine progressed, where a NIC would serve it alone.
-void progress_engines_of_this_thread();
-}  // namespace zc::doca
 
 // Generic task: what doca_task_* needs, whatever the type. Typed tasks derive from it.
 enum class zc_doca_task_type {

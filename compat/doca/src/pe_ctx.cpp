@@ -6,7 +6,6 @@
 #include <doca_pe.h>
 
 #include <algorithm>
-#include <mutex>
 
 #include "objects.hpp"
 
@@ -28,26 +27,7 @@ bool report_one(doca_pe& pe) {
   return false;
 }
 
-// Every doca_pe of the process, for progress_engines_of_this_thread().
-std::mutex engines_mutex;
-std::vector<doca_pe*> engines;
-thread_local int progress_depth = 0;  // inside doca_pe_progress() on this thread
-
 }  // namespace
-
-void progress_engines_of_this_thread() {
-  if (progress_depth > 0) return;  // never re-enter an engine from inside its own pass
-  const auto self = std::this_thread::get_id();
-  std::vector<doca_pe*> mine;
-  {
-    std::lock_guard lock(engines_mutex);
-    for (doca_pe* pe : engines)
-      if (pe->driver.load(std::memory_order_relaxed) == self) mine.push_back(pe);
-  }
-  // Only this thread may destroy these (DOCA's rule: a pe belongs to one thread), and it is here.
-  for (doca_pe* pe : mine) doca_pe_progress(pe);
-}
-
 }  // namespace zc::doca
 
 extern "C" {
@@ -55,10 +35,7 @@ extern "C" {
 doca_error_t doca_pe_create(struct doca_pe** pe) {
   if (pe == nullptr) return DOCA_ERROR_INVALID_VALUE;
   return guarded(__func__, [&] {
-    auto created = std::make_unique<doca_pe>();
-    std::lock_guard lock(zc::doca::engines_mutex);
-    zc::doca::engines.push_back(created.get());
-    *pe = created.release();
+    *pe = new doca_pe();
     return DOCA_SUCCESS;
   });
 }
@@ -67,10 +44,6 @@ doca_error_t doca_pe_destroy(struct doca_pe* pe) {
   if (pe == nullptr) return DOCA_ERROR_INVALID_VALUE;
   if (!pe->contexts.empty()) return DOCA_ERROR_IN_USE;
   return guarded(__func__, [&] {
-    {
-      std::lock_guard lock(zc::doca::engines_mutex);
-      std::erase(zc::doca::engines, pe);
-    }
     delete pe;
     return DOCA_SUCCESS;
   });
@@ -79,14 +52,11 @@ doca_error_t doca_pe_destroy(struct doca_pe* pe) {
 uint8_t doca_pe_progress(struct doca_pe* pe) {
   if (pe == nullptr) return 0;
   bool hit = false;
-  pe->driver.store(std::this_thread::get_id(), std::memory_order_relaxed);
-  ++zc::doca::progress_depth;
   auto r = guarded(__func__, [&] {
     hit = pe->engine.progress();
     while (zc::doca::report_one(*pe)) hit = true;
     return DOCA_SUCCESS;
   });
-  --zc::doca::progress_depth;
   return (r == DOCA_SUCCESS && hit) ? 1 : 0;
 }
 

@@ -91,6 +91,8 @@ class sync_event_context final : public core::context {
     configure(event.notify_add, sync_event_op::notify_add);
     configure(event.wait_eq, sync_event_op::wait_eq);
     configure(event.wait_neq, sync_event_op::wait_neq);
+    // Every wait task may be pending at once: submit (the data path) never allocates.
+    waiting_.reserve(size_t{event.wait_eq.num_tasks} + event.wait_neq.num_tasks);
   }
 
   sync_event_task* allocate(sync_event_op op) noexcept {
@@ -118,6 +120,7 @@ class sync_event_context final : public core::context {
       case zc_doca_task_type::sync_event_wait_neq:
         task_submitted();
         waiting_.push_back(&w);
+        waits_pending_.store(true);
         return status::success;
       default:
         return status::invalid_value;
@@ -138,7 +141,19 @@ class sync_event_context final : public core::context {
       ++done;
       return true;
     });
+    if (done != 0) waits_pending_.store(!waiting_.empty());
     return done;
+  }
+
+  // A pending wait task is work: doca_pe_request_notification must not let the program sleep
+  // while one is pending, for the counter may change with nothing to wake the engine (a peer's
+  // update served by another engine, set_addr memory the program writes itself).
+  bool arm() override { return waiting_.empty(); }
+
+  // A CPU update (doca_sync_event_update_set/_add, any thread): a wait task may hold now, so the
+  // engine's sleeper is woken, as it is for a program that armed before it submitted the wait.
+  void counter_changed() noexcept {
+    if (waits_pending_.load()) engine().notify();
   }
 
  protected:
@@ -147,6 +162,7 @@ class sync_event_context final : public core::context {
     // Waits still pending come back with an error, as a stopped DOCA context's tasks do.
     for (doca_task* w : waiting_) complete(*w->zc, status::shutdown);
     waiting_.clear();
+    waits_pending_.store(false);
   }
 
  private:
@@ -167,6 +183,8 @@ class sync_event_context final : public core::context {
   doca_sync_event& event_;
   std::array<core::task_pool<sync_event_task>, static_cast<size_t>(sync_event_op::count)> pools_;
   std::vector<doca_task*> waiting_;  // wait tasks not yet satisfied, in submission order
+  // !waiting_.empty(), for counter_changed() on other threads (waiting_ is the engine thread's).
+  std::atomic<bool> waits_pending_{false};
 };
 
 }  // namespace zc::doca
@@ -209,16 +227,15 @@ uint64_t load(const doca_sync_event& e) noexcept {
 }
 
 // Polls until pred(counter & mask) holds. DOCA's waits have no bound, and a program relies on
-// returning only once the condition holds, so neither has this one. While the event is exported,
-// a peer's update arrives through an rdma context of this process: the wait progresses the
-// engines this thread drives (DOCA's samples wait right after connecting, without progressing).
+// returning only once the condition holds, so neither has this one. It progresses no engine: a
+// wait that ran the program's callbacks could run one that destroys the event it reads, or
+// progress an engine another thread drives. A peer's remote update on an exported event lands
+// when the owner's engine is progressed (docs/DOCA_COMPAT.md, "What differs from hardware").
 template <typename Pred>
 doca_error_t wait(doca_sync_event* event, uint64_t mask, bool yield, Pred pred) noexcept {
   if (event == nullptr || event->counter == nullptr) return DOCA_ERROR_INVALID_VALUE;
-  while (!pred(load(*event) & mask)) {
-    if (!event->remote_net_export.empty()) progress_engines_of_this_thread();
+  while (!pred(load(*event) & mask))
     if (yield) sched_yield();
-  }
   return DOCA_SUCCESS;
 }
 
@@ -523,12 +540,14 @@ doca_error_t doca_sync_event_update_add(struct doca_sync_event* event, uint64_t 
   if (event == nullptr || fetched == nullptr || event->counter == nullptr)
     return DOCA_ERROR_INVALID_VALUE;
   *fetched = std::atomic_ref<uint64_t>(*event->counter).fetch_add(value);
+  if (event->context != nullptr) event->context->counter_changed();
   return DOCA_SUCCESS;
 }
 
 doca_error_t doca_sync_event_update_set(struct doca_sync_event* event, uint64_t value) {
   if (event == nullptr || event->counter == nullptr) return DOCA_ERROR_INVALID_VALUE;
   std::atomic_ref<uint64_t>(*event->counter).store(value);
+  if (event->context != nullptr) event->context->counter_changed();
   return DOCA_SUCCESS;
 }
 

@@ -7,12 +7,13 @@
  *   doca_rdma_sync_event --role responder -d mlx5_0 -ld resp.desc -re req.desc -se resp.se -v 7
  *   doca_rdma_sync_event --role requester -d mlx5_0 -ld req.desc -re resp.desc -se resp.se -v 7
  *
- * Responder: once connected, waits on the CPU (doca_sync_event_wait_gt, without progressing, as
- * DOCA's sample does) for the value to reach V, checks it is exactly V, sets V + 1, then waits for
- * the all-ones value that marks completion. Requester: remote notify_set V; remote get until the
- * value is above V; remote notify_add of what makes it all ones, whose fetched value must be V + 1.
- * Descriptors go through files, as DOCA's samples copy them out of band.
- * Exit status: 0 when every step happened with the exact values.
+ * Responder: once connected, waits for the value to reach V, checks it is exactly V, sets V + 1,
+ * then waits for the all-ones value that marks completion. It waits by progressing its engine and
+ * reading the event (DOCA's sample waits on the CPU without progressing, as a NIC applies the
+ * peer's update alone; over zcstore the owner's progress engine applies it). Requester: remote
+ * notify_set V; remote get until the value is above V; remote notify_add of what makes it all ones,
+ * whose fetched value must be V + 1. Descriptors go through files, as DOCA's samples copy them out
+ * of band. Exit status: 0 when every step happened with the exact values.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -277,14 +278,27 @@ static void state_changed(const union doca_data user_data, struct doca_ctx* ctx,
 
 /* ---- responder: the CPU side of the event, from the main loop once connected. */
 
+/* Progresses the engine until the event's value is above `floor`, or RUN_SECONDS pass. DOCA's
+ * sample waits on the CPU (doca_sync_event_wait_gt) without progressing, as a NIC applies the
+ * peer's update alone; over zcstore the update lands when this engine is progressed, so the
+ * responder keeps progressing while it waits. False on timeout. */
+static bool progress_until_above(struct resources* res, uint64_t floor, uint64_t* value) {
+  const double deadline = example_now_seconds() + RUN_SECONDS;
+  for (;;) {
+    if (doca_sync_event_get(res->event, value) == DOCA_SUCCESS && *value > floor) return true;
+    if (res->result != DOCA_SUCCESS || example_now_seconds() > deadline) return false;
+    if (doca_pe_progress(res->pe) == 0) example_pause_briefly();
+  }
+}
+
 static void serve_event(struct resources* res) {
   uint64_t value = 0;
-  /* As DOCA's sample: wait on the CPU, no progress loop. The waits have no bound of their own;
-   * the alarm bounds this program. */
-  alarm(RUN_SECONDS);
   DOCA_LOG_INFO("Waiting for the requester to set the sync event");
-  (void)doca_sync_event_wait_gt(res->event, res->cfg.value - 1, UINT64_MAX);
-  (void)doca_sync_event_get(res->event, &value);
+  if (!progress_until_above(res, res->cfg.value - 1, &value)) {
+    DOCA_LOG_ERR("The requester did not set the sync event");
+    fail(res, DOCA_ERROR_TIME_OUT);
+    return;
+  }
   if (value != res->cfg.value) {
     DOCA_LOG_ERR("Sync event holds %llu, expected %llu", (unsigned long long)value,
                  (unsigned long long)res->cfg.value);
@@ -294,8 +308,11 @@ static void serve_event(struct resources* res) {
   DOCA_LOG_INFO("Sync event set by the requester: %llu", (unsigned long long)value);
   (void)doca_sync_event_update_set(res->event, res->cfg.value + 1);
   DOCA_LOG_INFO("Waiting for the requester to notify completion");
-  (void)doca_sync_event_wait_gt(res->event, COMPLETION_VALUE - 1, UINT64_MAX);
-  alarm(0);
+  if (!progress_until_above(res, COMPLETION_VALUE - 1, &value)) {
+    DOCA_LOG_ERR("The requester did not notify completion");
+    fail(res, DOCA_ERROR_TIME_OUT);
+    return;
+  }
   DOCA_LOG_INFO("Completion notified by the requester");
   res->finished = true;
   (void)doca_ctx_stop(res->ctx);

@@ -12,6 +12,8 @@
 #include <doca_rdma.h>
 #include <doca_sync_event.h>
 #include <gtest/gtest.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/allocation_counter.hpp"
 #include "unit/doca/two_engines.hpp"
 
 namespace {
@@ -425,6 +428,246 @@ TEST(doca_sync_event_ctx, a_stand_alone_event_is_no_context) {
   EXPECT_EQ(doca_sync_event_destroy(event), DOCA_SUCCESS);
 }
 
+// ---- Event mode: a program that sleeps on the notification handle while a wait task is pending.
+
+constexpr auto update_delay = std::chrono::milliseconds(50);
+constexpr int sleep_limit_ms = 2000;  // far longer than update_delay: a wake-up is readiness
+
+// An event run as a context on its own engine, with one wait_eq task, running and quiet.
+struct wait_context {
+  context_counts counts;
+  doca_sync_event* event = nullptr;
+  doca_pe* pe = nullptr;
+  doca_ctx* ctx = nullptr;
+
+  void start() {
+    ASSERT_EQ(doca_sync_event_create(&event), DOCA_SUCCESS);
+    ASSERT_EQ(doca_sync_event_task_wait_eq_set_conf(event, context_completed<se_eq, se_eq_task>,
+                                                    context_failed<se_eq, se_eq_task>, 1),
+              DOCA_SUCCESS);
+    ctx = doca_sync_event_as_ctx(event);
+    ASSERT_EQ(doca_pe_create(&pe), DOCA_SUCCESS);
+    ASSERT_EQ(doca_ctx_set_user_data(ctx, doca_data{.ptr = &counts}), DOCA_SUCCESS);
+    ASSERT_EQ(doca_ctx_set_state_changed_cb(ctx, on_context_state), DOCA_SUCCESS);
+    ASSERT_EQ(doca_pe_connect_ctx(pe, ctx), DOCA_SUCCESS);
+    ASSERT_EQ(doca_ctx_start(ctx), DOCA_SUCCESS);
+    for (int i = 0; i < 10; ++i) doca_pe_progress(pe);
+    ASSERT_TRUE(counts.running);
+  }
+
+  void submit_wait(uint64_t value) {
+    se_eq* eq = nullptr;
+    ASSERT_EQ(doca_sync_event_task_wait_eq_alloc_init(event, value, all_bits, doca_data{}, &eq),
+              DOCA_SUCCESS);
+    ASSERT_EQ(doca_task_submit(se_eq_task(eq)), DOCA_SUCCESS);
+  }
+
+  // epoll_wait on the notification handle, at most sleep_limit_ms: 1 when it turned readable.
+  int sleep_on_handle() {
+    doca_notification_handle_t handle{};
+    EXPECT_EQ(doca_pe_get_notification_handle(pe, &handle), DOCA_SUCCESS);
+    const int ep = epoll_create1(0);
+    epoll_event e{};
+    e.events = EPOLLIN;
+    EXPECT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, handle, &e), 0);
+    const int n = epoll_wait(ep, &e, 1, sleep_limit_ms);
+    close(ep);
+    EXPECT_EQ(doca_pe_clear_notification(pe, handle), DOCA_SUCCESS);
+    return n;
+  }
+
+  void stop() {
+    doca_ctx_stop(ctx);
+    for (int i = 0; i < 100 && !counts.idle; ++i) doca_pe_progress(pe);
+    EXPECT_TRUE(counts.idle);
+    EXPECT_EQ(doca_sync_event_destroy(event), DOCA_SUCCESS);
+    EXPECT_EQ(doca_pe_destroy(pe), DOCA_SUCCESS);
+  }
+};
+
+// The review's p1: the program arms with a wait task pending, then sleeps; another thread's CPU
+// update satisfies the wait. The handle must not let it sleep through that.
+TEST(doca_sync_event_ctx, a_pending_wait_task_keeps_the_notification_handle_awake) {
+  wait_context w;
+  ASSERT_NO_FATAL_FAILURE(w.start());
+  ASSERT_NO_FATAL_FAILURE(w.submit_wait(7));
+  for (int i = 0; i < 10; ++i) doca_pe_progress(w.pe);
+  ASSERT_EQ(w.counts.completed, 0);
+  ASSERT_EQ(doca_pe_request_notification(w.pe), DOCA_SUCCESS);
+  std::thread updater([&] {
+    std::this_thread::sleep_for(update_delay);
+    EXPECT_EQ(doca_sync_event_update_set(w.event, 7), DOCA_SUCCESS);
+  });
+  const int woke = w.sleep_on_handle();
+  updater.join();
+  EXPECT_EQ(woke, 1) << "slept the whole limit with a wait task pending";
+  doca_pe_progress(w.pe);  // the one progress call after the wake-up completes the wait
+  EXPECT_EQ(w.counts.completed, 1);
+  w.stop();
+}
+
+// A program that armed before it submitted the wait (from a callback, say) sleeps on the handle:
+// the CPU update that satisfies the wait wakes it.
+TEST(doca_sync_event_ctx, a_cpu_update_wakes_an_engine_with_a_wait_task_pending) {
+  wait_context w;
+  ASSERT_NO_FATAL_FAILURE(w.start());
+  ASSERT_EQ(doca_pe_request_notification(w.pe), DOCA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(w.submit_wait(7));
+  std::thread updater([&] {
+    std::this_thread::sleep_for(update_delay);
+    EXPECT_EQ(doca_sync_event_update_set(w.event, 7), DOCA_SUCCESS);
+  });
+  const int woke = w.sleep_on_handle();
+  updater.join();
+  EXPECT_EQ(woke, 1) << "the update that satisfied the wait task did not wake the engine";
+  doca_pe_progress(w.pe);
+  EXPECT_EQ(w.counts.completed, 1);
+  w.stop();
+}
+
+// Submitting a wait task is the data path: it allocates nothing (the pending list is sized for
+// every configured wait task when the context is made).
+TEST(doca_sync_event_ctx, submitting_a_wait_task_allocates_nothing) {
+  wait_context w;
+  ASSERT_NO_FATAL_FAILURE(w.start());
+  se_eq* eq = nullptr;
+  ASSERT_EQ(doca_sync_event_task_wait_eq_alloc_init(w.event, 7, all_bits, doca_data{}, &eq),
+            DOCA_SUCCESS);
+  const uint64_t before = zc::test::allocations_on_this_thread();
+  const doca_error_t submitted = doca_task_submit(se_eq_task(eq));
+  const uint64_t after = zc::test::allocations_on_this_thread();
+  ASSERT_EQ(submitted, DOCA_SUCCESS);
+  EXPECT_EQ(after, before);
+  w.stop();  // the pending wait comes back through its error callback
+}
+
+// ---- A CPU wait progresses no engine: it runs no callback of the program (one could destroy
+// the event the wait reads) and leaves an engine to the thread that drives it.
+
+// An exported event, which a CPU wait once treated as needing its engines progressed.
+doca_sync_event* exported_event() {
+  doca_sync_event* event = nullptr;
+  EXPECT_EQ(doca_sync_event_create(&event), DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_add_publisher_location_remote_net(event), DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_start(event), DOCA_SUCCESS);
+  EXPECT_FALSE(export_of(event).empty());
+  return event;
+}
+
+// `other` run as a context on `pe` with `num_tasks` get tasks reporting to `ctx_data`.
+template <doca_sync_event_task_get_completion_cb_t on_done>
+doca_pe* get_context(doca_sync_event* other, void* ctx_data, uint32_t num_tasks) {
+  doca_pe* pe = nullptr;
+  EXPECT_EQ(doca_pe_create(&pe), DOCA_SUCCESS);
+  EXPECT_EQ(doca_sync_event_task_get_set_conf(other, on_done, on_done, num_tasks), DOCA_SUCCESS);
+  doca_ctx* ctx = doca_sync_event_as_ctx(other);
+  EXPECT_EQ(doca_ctx_set_user_data(ctx, doca_data{.ptr = ctx_data}), DOCA_SUCCESS);
+  EXPECT_EQ(doca_pe_connect_ctx(pe, ctx), DOCA_SUCCESS);
+  EXPECT_EQ(doca_ctx_start(ctx), DOCA_SUCCESS);
+  return pe;
+}
+
+void stop_and_destroy(doca_sync_event* other, doca_pe* pe) {
+  doca_ctx* ctx = doca_sync_event_as_ctx(other);
+  doca_ctx_stop(ctx);
+  for (int i = 0; i < 1000 && !zc::doca::testing::ctx_idle(ctx); ++i) doca_pe_progress(pe);
+  EXPECT_TRUE(zc::doca::testing::ctx_idle(ctx));
+  EXPECT_EQ(doca_sync_event_destroy(other), DOCA_SUCCESS);
+  EXPECT_EQ(doca_pe_destroy(pe), DOCA_SUCCESS);
+}
+
+constexpr auto updater_delay = std::chrono::milliseconds(50);
+
+// The review's p2: a get completes on an engine this thread drives while it waits on the CPU for
+// an exported event; the callback (which could destroy the waited event) must not run inside.
+TEST(doca_sync_event_cpu_wait, runs_no_callback_of_an_engine_its_thread_drives) {
+  doca_sync_event* waited = exported_event();
+  doca_sync_event* other = nullptr;
+  ASSERT_EQ(doca_sync_event_create(&other), DOCA_SUCCESS);
+  context_counts counts;
+  doca_pe* pe = get_context<context_completed<se_get, se_get_task>>(other, &counts, 1);
+  doca_pe_progress(pe);  // this thread drives pe
+  uint64_t got = 0;
+  se_get* get = nullptr;
+  ASSERT_EQ(doca_sync_event_task_get_alloc_init(other, &got, doca_data{}, &get), DOCA_SUCCESS);
+  ASSERT_EQ(doca_task_submit(se_get_task(get)), DOCA_SUCCESS);
+
+  std::thread updater([&] {
+    std::this_thread::sleep_for(updater_delay);
+    EXPECT_EQ(doca_sync_event_update_set(waited, 1), DOCA_SUCCESS);  // ends the wait below
+  });
+  EXPECT_EQ(doca_sync_event_wait_eq(waited, 1, all_bits), DOCA_SUCCESS);
+  updater.join();
+  EXPECT_EQ(counts.completed, 0) << "a completion callback ran inside doca_sync_event_wait_eq";
+  doca_pe_progress(pe);
+  EXPECT_EQ(counts.completed, 1);  // from progress, as always
+
+  stop_and_destroy(other, pe);
+  EXPECT_EQ(doca_sync_event_destroy(waited), DOCA_SUCCESS);
+}
+
+// The review's p3: main sets the engine up and hands it to a progress thread, then waits on the
+// CPU. Every callback must run on the progress thread, never two at once. (Gets complete at once,
+// so the progress thread resubmits between its progress calls: a callback that resubmitted would
+// never let its progress call end.)
+struct hand_off {
+  doca_sync_event* other = nullptr;
+  std::thread::id main;
+  std::atomic<int> inside{0}, overlapping{0}, on_main{0}, on_progress_thread{0}, free_tasks{0};
+  uint64_t value = 0;
+};
+
+void submit_free_gets(hand_off& h) {
+  for (; h.free_tasks > 0; h.free_tasks--) {
+    se_get* get = nullptr;
+    ASSERT_EQ(doca_sync_event_task_get_alloc_init(h.other, &h.value, doca_data{}, &get),
+              DOCA_SUCCESS);
+    ASSERT_EQ(doca_task_submit(se_get_task(get)), DOCA_SUCCESS);
+  }
+}
+
+constexpr auto callback_time = std::chrono::microseconds(10);
+
+void hand_off_get_done(se_get* task, doca_data, doca_data ctx_data) {
+  auto& h = *static_cast<hand_off*>(ctx_data.ptr);
+  if (h.inside.fetch_add(1) != 0) h.overlapping++;
+  (std::this_thread::get_id() == h.main ? h.on_main : h.on_progress_thread)++;
+  std::this_thread::sleep_for(callback_time);  // makes overlapping callbacks likely, were any
+  doca_task_free(se_get_task(task));
+  h.free_tasks++;
+  h.inside--;
+}
+
+TEST(doca_sync_event_cpu_wait, leaves_a_handed_off_engine_to_its_progress_thread) {
+  constexpr int tasks = 4;
+  constexpr int progress_calls = 2000;
+  doca_sync_event* waited = exported_event();
+  hand_off h;
+  h.main = std::this_thread::get_id();
+  h.free_tasks = tasks;
+  ASSERT_EQ(doca_sync_event_create(&h.other), DOCA_SUCCESS);
+  doca_pe* pe = get_context<hand_off_get_done>(h.other, &h, tasks);
+  doca_pe_progress(pe);  // set up on main, as DOCA's samples do
+  submit_free_gets(h);
+
+  std::thread progress_thread([&] {  // from now on this thread drives pe
+    std::this_thread::sleep_for(updater_delay);
+    for (int i = 0; i < progress_calls; ++i) {
+      doca_pe_progress(pe);
+      submit_free_gets(h);
+    }
+    EXPECT_EQ(doca_sync_event_update_set(waited, 1), DOCA_SUCCESS);  // releases main
+  });
+  EXPECT_EQ(doca_sync_event_wait_gt(waited, 0, all_bits), DOCA_SUCCESS);
+  progress_thread.join();
+  EXPECT_EQ(h.on_main, 0) << "main progressed the engine it handed off, from its CPU wait";
+  EXPECT_EQ(h.overlapping, 0);
+  EXPECT_GT(h.on_progress_thread, 0);
+
+  stop_and_destroy(h.other, pe);
+  EXPECT_EQ(doca_sync_event_destroy(waited), DOCA_SUCCESS);
+}
+
 // ---- A peer's remote tasks: a owns no event, b exports one; both rdma contexts in this thread.
 
 struct peer {
@@ -658,32 +901,37 @@ TEST_P(doca_sync_event_remote, a_cpu_waiter_wakes_on_a_peers_add) {
   waiter.join();
 }
 
-// DOCA's responder samples connect, then wait on the CPU without calling doca_pe_progress: a NIC
-// serves the peer's update alone. Here the wait serves it, through the engine its thread drives.
-TEST_P(doca_sync_event_remote, owner_waiting_on_the_cpu_serves_the_peers_set) {
+// A NIC applies a peer's set alone; over zcstore the owner's rdma context applies it, from its
+// progress engine: the set lands when b's engine is progressed, and not before.
+TEST_P(doca_sync_event_remote, a_peers_set_lands_when_the_owner_progresses) {
+  constexpr int progress_calls = 1000;
   start();
-  std::atomic<bool> driving{false}, returned{false};
-  std::thread owner([&] {
-    doca_pe_progress(b.pe);  // from now on this thread drives b's engine, and nobody else does
-    driving = true;
-    EXPECT_EQ(doca_sync_event_wait_gt(event, 41, all_bits), DOCA_SUCCESS);
-    returned = true;
-  });
-  while (!driving) std::this_thread::yield();
+  ASSERT_EQ(doca_sync_event_update_set(event, 41), DOCA_SUCCESS);
   local[0] = 42;
   set_task* set = nullptr;
   ASSERT_EQ(doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
                 a.rdma, nullptr, remote, local_buf(0, 8), doca_data{}, &set),
             DOCA_SUCCESS);
   ASSERT_EQ(doca_task_submit(set_as_task(set)), DOCA_SUCCESS);
+  for (int i = 0; i < progress_calls; ++i) doca_pe_progress(a.pe);  // a's engine only
+  EXPECT_EQ(value_of(event), 41u) << "landed though nobody progressed the owner's engine";
+  EXPECT_EQ(a.completed, 0);
+
+  // The owner's thread waits by progressing its engine and reading the event (bounded), as
+  // examples/doca/rdma_sync_event's responder does.
+  std::atomic<bool> landed{false};
+  std::thread owner([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (value_of(event) <= 41 && std::chrono::steady_clock::now() < deadline)
+      doca_pe_progress(b.pe);
+    landed = value_of(event) == 42;
+  });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while ((a.completed + a.failed == 0 || !returned) && std::chrono::steady_clock::now() < deadline)
-    doca_pe_progress(a.pe);  // a's engine only
-  EXPECT_EQ(a.completed, 1);
-  EXPECT_TRUE(returned);
-  if (!returned) doca_sync_event_update_set(event, 100);  // never leave the owner waiting
+  while (a.completed + a.failed == 0 && std::chrono::steady_clock::now() < deadline)
+    doca_pe_progress(a.pe);
   owner.join();
-  EXPECT_EQ(value_of(event), 42u);
+  EXPECT_TRUE(landed);
+  EXPECT_EQ(a.completed, 1);
 }
 
 TEST_P(doca_sync_event_remote, bad_submissions_and_an_ended_export_fail) {
