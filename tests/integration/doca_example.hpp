@@ -1,6 +1,6 @@
 // Builds the examples of examples/doca/ the way DOCA's samples are built (one meson project, the
-// DOCA libraries found by pkg-config, here libzcstore-doca's build-tree .pc files), for the tests
-// that then run them as real processes.
+// DOCA libraries found by pkg-config, here libzcstore-doca's build-tree .pc files), and runs them
+// as real processes, two at a time, as a DOCA sample's two sides run.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "support/subprocess.hpp"
 
@@ -16,6 +18,7 @@ namespace zc::test::doca {
 using namespace std::chrono_literals;
 
 inline constexpr auto build_timeout = 180s;
+inline constexpr auto run_timeout = 90s;
 
 // What the examples' processes need of UCX (README, "UCX settings").
 inline std::map<std::string, std::string> ucx_env() {
@@ -70,14 +73,38 @@ inline built_example build_example(const std::string& name) {
   return b;
 }
 
-// What every example test has besides its program (built once per test process, into the suite's
-// static built_example): a scratch folder per test for the descriptor files, removed after it.
+// What one example process did.
+struct outcome {
+  int status = -1;  // exit status; -1 when it was still running at the bound (then killed)
+  std::string output;
+};
+
+// Runs the two sides of an example at once (each waits for the other's descriptor) with the UCX
+// environment (`env` adds to it and wins), and waits for both, each within run_timeout.
+inline std::pair<outcome, outcome> run_pair(const std::vector<std::string>& first,
+                                            const std::vector<std::string>& second,
+                                            std::map<std::string, std::string> env = {}) {
+  for (auto& [k, v] : ucx_env()) env.emplace(k, v);
+  subprocess a(first, env);
+  subprocess b(second, env);
+  auto a_status = a.wait(run_timeout);
+  auto b_status = b.wait(run_timeout);
+  return {{a_status.value_or(-1), a.output()}, {b_status.value_or(-1), b.output()}};
+}
+
+// What every example test has besides its own checks: the example's program, built once per test
+// process, and a scratch folder per test for the descriptor files, removed after it.
 class example_scratch {
  protected:
-  // From SetUp: skips the test when meson is missing, fails it when the build failed.
-  void prepare(const built_example& built, const std::string& tag) {
-    if (!built.skip_reason.empty()) GTEST_SKIP() << built.skip_reason;
-    ASSERT_TRUE(built.error.empty()) << "the example did not build:\n" << built.error;
+  // From SetUp: builds examples/doca/<name> (first time in this process), skips the test when meson
+  // is missing, fails it when the build failed.
+  void prepare(const std::string& name, const std::string& tag) {
+    static std::map<std::string, built_example> built;
+    auto it = built.find(name);
+    if (it == built.end()) it = built.emplace(name, build_example(name)).first;
+    if (!it->second.skip_reason.empty()) GTEST_SKIP() << it->second.skip_reason;
+    ASSERT_TRUE(it->second.error.empty()) << "the example did not build:\n" << it->second.error;
+    program_ = (it->second.dir / ("doca_" + name)).string();
     dir_ = std::filesystem::temp_directory_path() / unique_name(tag);
     std::filesystem::create_directories(dir_);
   }
@@ -86,7 +113,19 @@ class example_scratch {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  const std::string& program() const { return program_; }
 
+  // The flags every example side takes (DOCA's sample spelling), then `more`.
+  std::vector<std::string> side_args(const std::string& role, const std::string& device,
+                                     const std::string& local, const std::string& remote,
+                                     std::vector<std::string> more) const {
+    std::vector<std::string> args = {program(), "--role",    role,  "-d",        device,
+                                     "-ld",     path(local), "-re", path(remote)};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  }
+
+  std::string program_;
   std::filesystem::path dir_;
 };
 

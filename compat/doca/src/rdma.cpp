@@ -8,6 +8,7 @@
 
 #include "objects.hpp"
 #include "rdma/context.hpp"
+#include "task_conf.hpp"
 
 struct doca_rdma_task_receive : doca_task {};
 struct doca_rdma_task_send : doca_task {};
@@ -21,50 +22,27 @@ struct doca_rdma_task_remote_net_sync_event_get : doca_task {};
 struct doca_rdma_task_remote_net_sync_event_notify_set : doca_task {};
 struct doca_rdma_task_remote_net_sync_event_notify_add : doca_task {};
 
-// The context's one connection (multi-connection is not supported in this slice).
-struct doca_rdma_connection {
-  doca_rdma* rdma = nullptr;
-};
-
-namespace zc::doca {
-
-// One task type's configuration and its DOCA task objects.
-template <typename Typed, typename Callback>
-struct task_conf {
-  Callback on_success = nullptr;
-  Callback on_error = nullptr;
-  uint32_t num_tasks = 0;
-  std::vector<Typed> tasks;  // index = the zcstore task's pool index
-};
-
-}  // namespace zc::doca
+// The context's one connection (multi-connection is not supported in this slice): only its
+// address is used, to check that a task or connect names this context's connection.
+struct doca_rdma_connection {};
 
 struct doca_rdma final : doca_ctx {
   doca_dev* dev = nullptr;
   uint32_t permissions = DOCA_ACCESS_FLAG_LOCAL_READ_WRITE;
   std::unique_ptr<zc::rdma::context> zc;
-  zc::doca::task_conf<doca_rdma_task_receive, doca_rdma_task_receive_completion_cb_t> receive;
-  zc::doca::task_conf<doca_rdma_task_send, doca_rdma_task_send_completion_cb_t> send;
-  zc::doca::task_conf<doca_rdma_task_write, doca_rdma_task_write_completion_cb_t> write;
-  zc::doca::task_conf<doca_rdma_task_read, doca_rdma_task_read_completion_cb_t> read;
-  zc::doca::task_conf<doca_rdma_task_send_imm, doca_rdma_task_send_imm_completion_cb_t> send_imm;
-  zc::doca::task_conf<doca_rdma_task_write_imm, doca_rdma_task_write_imm_completion_cb_t> write_imm;
-  zc::doca::task_conf<doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_completion_cb_t>
-      cmp_swp;
-  zc::doca::task_conf<doca_rdma_task_atomic_fetch_add,
-                      doca_rdma_task_atomic_fetch_add_completion_cb_t>
-      fetch_add;
-  zc::doca::task_conf<doca_rdma_task_remote_net_sync_event_get,
-                      doca_rdma_task_remote_net_sync_event_get_completion_cb_t>
-      event_get;
-  zc::doca::task_conf<doca_rdma_task_remote_net_sync_event_notify_set,
-                      doca_rdma_task_remote_net_sync_event_notify_set_completion_cb_t>
-      event_set;
-  zc::doca::task_conf<doca_rdma_task_remote_net_sync_event_notify_add,
-                      doca_rdma_task_remote_net_sync_event_notify_add_completion_cb_t>
-      event_add;
+  zc::doca::task_conf<doca_rdma_task_receive> receive;
+  zc::doca::task_conf<doca_rdma_task_send> send;
+  zc::doca::task_conf<doca_rdma_task_write> write;
+  zc::doca::task_conf<doca_rdma_task_read> read;
+  zc::doca::task_conf<doca_rdma_task_send_imm> send_imm;
+  zc::doca::task_conf<doca_rdma_task_write_imm> write_imm;
+  zc::doca::task_conf<doca_rdma_task_atomic_cmp_swp> cmp_swp;
+  zc::doca::task_conf<doca_rdma_task_atomic_fetch_add> fetch_add;
+  zc::doca::task_conf<doca_rdma_task_remote_net_sync_event_get> event_get;
+  zc::doca::task_conf<doca_rdma_task_remote_net_sync_event_notify_set> event_set;
+  zc::doca::task_conf<doca_rdma_task_remote_net_sync_event_notify_add> event_add;
   std::vector<uint8_t> local_blob;
-  doca_rdma_connection connection{this};
+  doca_rdma_connection connection;
 
   doca_error_t start() override;
   zc::core::context* zc_context() noexcept override { return zc.get(); }
@@ -74,20 +52,11 @@ struct doca_rdma final : doca_ctx {
   }
 
   // Enables one task type on the zcstore context (idle) and sizes its DOCA task objects.
-  template <typename Zc, typename Typed, typename Callback>
-  void apply(zc::doca::task_conf<Typed, Callback>& conf) {
-    if (conf.num_tasks == 0) return;
-    conf.tasks.assign(conf.num_tasks, Typed{});
-    zc->configure<Zc>(
-        conf.num_tasks, [this, &conf](Zc& t) { complete(conf, t, conf.on_success); },
-        [this, &conf](Zc& t) { complete(conf, t, conf.on_error); });
-  }
-
-  template <typename Zc, typename Typed, typename Callback>
-  void complete(zc::doca::task_conf<Typed, Callback>& conf, Zc& t, Callback cb) {
-    Typed& task = conf.tasks[t.pool_index()];
-    task.status = zc::doca::to_doca(t.result());
-    if (cb != nullptr) cb(&task, task.user_data, user_data);
+  template <typename Zc, typename Typed>
+  void apply(zc::doca::task_conf<Typed>& conf) {
+    conf.template apply<Zc>(*this, [this](uint32_t count, auto on_success, auto on_error) {
+      zc->configure<Zc>(count, std::move(on_success), std::move(on_error));
+    });
   }
 };
 
@@ -184,46 +153,33 @@ doca_error_t submit_event_add(doca_task& w) noexcept {
 }
 
 // Takes a zcstore task of type Zc and fills in its DOCA task.
-template <typename Zc, typename Typed, typename Callback>
-doca_error_t allocate(doca_rdma* rdma, doca_rdma_connection* connection,
-                      task_conf<Typed, Callback>& conf, zc_doca_task_type type,
-                      doca_error_t (*submit)(doca_task&) noexcept, const doca_buf* src,
-                      doca_buf* dst, union doca_data user_data, Typed** out) {
+template <typename Zc, typename Typed>
+doca_error_t allocate(doca_rdma* rdma, doca_rdma_connection* connection, task_conf<Typed>& conf,
+                      zc_doca_task_type type, doca_error_t (*submit)(doca_task&) noexcept,
+                      const doca_buf* src, doca_buf* dst, union doca_data user_data, Typed** out) {
   if (rdma == nullptr || out == nullptr) return DOCA_ERROR_INVALID_VALUE;
   if (connection != nullptr && connection != &rdma->connection) return DOCA_ERROR_INVALID_VALUE;
   if (rdma->zc == nullptr) return DOCA_ERROR_BAD_STATE;
   Zc* t = nullptr;
   auto s = rdma->zc->allocate<Zc>(core::make_user_data(0), t);
   if (!ok(s)) return to_doca(s);
-  Typed& task = conf.tasks[t->pool_index()];
-  task.type = type;
-  task.ctx = rdma;
-  task.zc = t;
-  task.user_data = user_data;
+  Typed& task = conf.allocated(*rdma, *t, type, user_data, submit);
   task.src = const_cast<doca_buf*>(src);
   task.dst = dst;
-  task.result = nullptr;
-  task.immediate = 0;
-  task.operand0 = 0;
-  task.operand1 = 0;
-  task.event = nullptr;
-  task.status = DOCA_SUCCESS;
-  task.submit = submit;
   *out = &task;
   return DOCA_SUCCESS;
 }
 
 // Stores a task type's configuration; applies it at once when the zcstore context exists.
-template <typename Zc, typename Typed, typename Callback>
-doca_error_t set_conf(doca_rdma* rdma, task_conf<Typed, Callback>& conf, Callback on_success,
-                      Callback on_error, uint32_t num_tasks) {
-  if (on_success == nullptr || on_error == nullptr || num_tasks == 0)
+template <typename Zc, typename Typed>
+doca_error_t set_conf(doca_rdma* rdma, task_conf<Typed>& conf,
+                      typename task_conf<Typed>::callback on_success,
+                      typename task_conf<Typed>::callback on_error, uint32_t num_tasks) {
+  if (!task_conf<Typed>::acceptable(on_success, on_error, num_tasks))
     return DOCA_ERROR_INVALID_VALUE;
   if (!rdma->idle()) return DOCA_ERROR_BAD_STATE;
   return guarded("doca_rdma_task_*_set_conf", [&] {
-    conf.on_success = on_success;
-    conf.on_error = on_error;
-    conf.num_tasks = num_tasks;
+    conf.store(on_success, on_error, num_tasks);
     if (rdma->zc != nullptr) rdma->apply<Zc>(conf);
     return DOCA_SUCCESS;
   });

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "objects.hpp"
+#include "task_conf.hpp"
 
 struct doca_sync_event_task_get : doca_task {};
 struct doca_sync_event_task_notify_set : doca_task {};
@@ -26,15 +27,6 @@ namespace zc::doca {
 struct sync_event_task final : core::task_base {};
 
 enum class sync_event_op : size_t { get, notify_set, notify_add, wait_eq, wait_neq, count };
-
-// One task kind's configuration and DOCA task objects (index = the zcstore pool index).
-template <typename Typed, typename Callback>
-struct sync_event_conf {
-  Callback on_success = nullptr;
-  Callback on_error = nullptr;
-  uint32_t num_tasks = 0;
-  std::vector<Typed> tasks;
-};
 
 class sync_event_context;
 
@@ -54,25 +46,15 @@ struct doca_sync_event final : doca_ctx {
   uint64_t* counter = nullptr;                        // in one of the two
   zc::core::memory_map* map = nullptr;                // the one holding counter
   bool started = false;                               // stand-alone
-  bool publisher_declared = false;
-  bool subscriber_declared = false;
-  bool remote_net_publisher = false;       // export_to_remote_net needs it
-  std::vector<uint8_t> remote_net_export;  // the blob handed out, while started
+  bool remote_net_publisher = false;                  // export_to_remote_net needs it
+  std::vector<uint8_t> remote_net_export;             // the blob handed out, while started
   // Context mode: made by doca_ctx_start (it needs the progress engine).
   std::unique_ptr<zc::doca::sync_event_context> context;
-  zc::doca::sync_event_conf<doca_sync_event_task_get, doca_sync_event_task_get_completion_cb_t> get;
-  zc::doca::sync_event_conf<doca_sync_event_task_notify_set,
-                            doca_sync_event_task_notify_set_completion_cb_t>
-      notify_set;
-  zc::doca::sync_event_conf<doca_sync_event_task_notify_add,
-                            doca_sync_event_task_notify_add_completion_cb_t>
-      notify_add;
-  zc::doca::sync_event_conf<doca_sync_event_task_wait_eq,
-                            doca_sync_event_task_wait_eq_completion_cb_t>
-      wait_eq;
-  zc::doca::sync_event_conf<doca_sync_event_task_wait_neq,
-                            doca_sync_event_task_wait_neq_completion_cb_t>
-      wait_neq;
+  zc::doca::task_conf<doca_sync_event_task_get> get;
+  zc::doca::task_conf<doca_sync_event_task_notify_set> notify_set;
+  zc::doca::task_conf<doca_sync_event_task_notify_add> notify_add;
+  zc::doca::task_conf<doca_sync_event_task_wait_eq> wait_eq;
+  zc::doca::task_conf<doca_sync_event_task_wait_neq> wait_neq;
 
   bool context_idle() const noexcept;
 };
@@ -166,18 +148,13 @@ class sync_event_context final : public core::context {
   }
 
  private:
-  template <typename Typed, typename Callback>
-  void configure(sync_event_conf<Typed, Callback>& conf, sync_event_op op) {
-    if (conf.num_tasks == 0) return;
-    conf.tasks.assign(conf.num_tasks, Typed{});
-    auto done = [this, &conf](sync_event_task& t, Callback cb) {
-      Typed& task = conf.tasks[t.pool_index()];
-      task.status = to_doca(t.result());
-      if (cb != nullptr) cb(&task, task.user_data, event_.user_data);
-    };
-    pools_[static_cast<size_t>(op)].configure(
-        *this, conf.num_tasks, [done, &conf](sync_event_task& t) { done(t, conf.on_success); },
-        [done, &conf](sync_event_task& t) { done(t, conf.on_error); });
+  template <typename Typed>
+  void configure(task_conf<Typed>& conf, sync_event_op op) {
+    conf.template apply<sync_event_task>(
+        event_, [this, op](uint32_t count, auto on_success, auto on_error) {
+          pools_[static_cast<size_t>(op)].configure(*this, count, std::move(on_success),
+                                                    std::move(on_error));
+        });
   }
 
   doca_sync_event& event_;
@@ -333,9 +310,7 @@ doca_error_t doca_sync_event_remote_net_destroy(struct doca_sync_event_remote_ne
 doca_error_t doca_sync_event_add_publisher_location_cpu(struct doca_sync_event* event,
                                                         struct doca_dev* dev) {
   if (dev == nullptr) return DOCA_ERROR_INVALID_VALUE;
-  auto r = zc::doca::configurable(event);
-  if (r == DOCA_SUCCESS) event->publisher_declared = true;
-  return r;
+  return zc::doca::configurable(event);
 }
 
 doca_error_t doca_sync_event_add_publisher_location_dpa(struct doca_sync_event* event,
@@ -359,19 +334,14 @@ doca_error_t doca_sync_event_add_publisher_location_remote_pci(struct doca_sync_
 
 doca_error_t doca_sync_event_add_publisher_location_remote_net(struct doca_sync_event* event) {
   auto r = zc::doca::configurable(event);
-  if (r == DOCA_SUCCESS) {
-    event->publisher_declared = true;
-    event->remote_net_publisher = true;
-  }
+  if (r == DOCA_SUCCESS) event->remote_net_publisher = true;
   return r;
 }
 
 doca_error_t doca_sync_event_add_subscriber_location_cpu(struct doca_sync_event* event,
                                                          struct doca_dev* dev) {
   if (dev == nullptr) return DOCA_ERROR_INVALID_VALUE;
-  auto r = zc::doca::configurable(event);
-  if (r == DOCA_SUCCESS) event->subscriber_declared = true;
-  return r;
+  return zc::doca::configurable(event);
 }
 
 doca_error_t doca_sync_event_add_subscriber_location_dpa(struct doca_sync_event* event,
@@ -609,15 +579,14 @@ namespace zc::doca {
 namespace {
 
 // Stores a task kind's configuration; the context made at the next doca_ctx_start uses it.
-template <typename Typed, typename Callback>
-doca_error_t set_conf(doca_sync_event* event, sync_event_conf<Typed, Callback>& conf,
-                      Callback on_success, Callback on_error, uint32_t num_tasks) {
-  if (event == nullptr || on_success == nullptr || on_error == nullptr || num_tasks == 0)
+template <typename Typed>
+doca_error_t set_conf(doca_sync_event* event, task_conf<Typed>& conf,
+                      typename task_conf<Typed>::callback on_success,
+                      typename task_conf<Typed>::callback on_error, uint32_t num_tasks) {
+  if (!task_conf<Typed>::acceptable(on_success, on_error, num_tasks))
     return DOCA_ERROR_INVALID_VALUE;
   if (event->started || !event->context_idle()) return DOCA_ERROR_BAD_STATE;
-  conf.on_success = on_success;
-  conf.on_error = on_error;
-  conf.num_tasks = num_tasks;
+  conf.store(on_success, on_error, num_tasks);
   event->context.reset();  // idle: made again, with every kind's pool, at the next start
   return DOCA_SUCCESS;
 }
@@ -626,23 +595,15 @@ doca_error_t submit(doca_task& w) noexcept {
   return to_doca(static_cast<doca_sync_event&>(*w.ctx).context->submit(w));
 }
 
-template <typename Typed, typename Callback>
-doca_error_t allocate(doca_sync_event* event, sync_event_conf<Typed, Callback>& conf,
-                      sync_event_op op, zc_doca_task_type type, union doca_data user_data,
-                      Typed** out) {
+template <typename Typed>
+doca_error_t allocate(doca_sync_event* event, task_conf<Typed>& conf, sync_event_op op,
+                      zc_doca_task_type type, union doca_data user_data, Typed** out) {
   if (event == nullptr || out == nullptr) return DOCA_ERROR_INVALID_VALUE;
   if (event->context == nullptr || event->context->state() != core::context_state::running)
     return DOCA_ERROR_BAD_STATE;
   sync_event_task* t = event->context->allocate(op);
   if (t == nullptr) return DOCA_ERROR_NO_MEMORY;
-  Typed& task = conf.tasks[t->pool_index()];
-  task = Typed{};
-  task.type = type;
-  task.ctx = event;
-  task.zc = t;
-  task.user_data = user_data;
-  task.submit = &submit;
-  *out = &task;
+  *out = &conf.allocated(*event, *t, type, user_data, &submit);
   return DOCA_SUCCESS;
 }
 

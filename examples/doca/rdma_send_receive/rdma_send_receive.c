@@ -39,7 +39,6 @@ DOCA_LOG_REGISTER(RDMA_SEND_RECEIVE);
 
 #define MAX_MESSAGE_SIZE 256
 #define MAX_MESSAGES 1024
-#define PEER_WAIT_SECONDS 30
 #define RUN_SECONDS 60
 #define DEFAULT_STRING "Hi DOCA RDMA!"
 #define MAX_PATH_LEN 256
@@ -54,19 +53,15 @@ struct config {
   uint32_t count;
 };
 
+/* Begins with the session: the context's user data is both (example_common.h). */
 struct resources {
+  struct example_session session;
   struct config cfg;
-  struct doca_dev* dev;
   struct doca_mmap* mmap;
   struct doca_buf_inventory* inventory;
-  struct doca_pe* pe;
-  struct doca_rdma* rdma;
-  struct doca_ctx* ctx;
   char* memory;
-  uint32_t completed;  /* sends acknowledged or messages received */
-  uint32_t verified;   /* receiver: messages that matched */
-  doca_error_t result; /* first error */
-  bool done;           /* the context went back to idle */
+  uint32_t completed; /* sends acknowledged or messages received */
+  uint32_t verified;  /* receiver: messages that matched */
 };
 
 static size_t expected_message(const struct config* cfg, uint32_t i, char* out) {
@@ -74,16 +69,9 @@ static size_t expected_message(const struct config* cfg, uint32_t i, char* out) 
   return n < 0 ? 0 : (size_t)n;
 }
 
-static void fail(struct resources* res, doca_error_t err) {
-  if (res->result == DOCA_SUCCESS) res->result = err;
-  enum doca_ctx_states state;
-  if (doca_ctx_get_state(res->ctx, &state) == DOCA_SUCCESS && state != DOCA_CTX_STATE_IDLE)
-    (void)doca_ctx_stop(res->ctx);
-}
-
 static void finish_one(struct resources* res) {
   res->completed++;
-  if (res->completed == res->cfg.count) (void)doca_ctx_stop(res->ctx);
+  if (res->completed == res->cfg.count) (void)doca_ctx_stop(res->session.ctx);
 }
 
 static void receive_done(struct doca_rdma_task_receive* task, union doca_data task_user_data,
@@ -98,11 +86,11 @@ static void receive_done(struct doca_rdma_task_receive* task, union doca_data ta
   (void)task_user_data;
   if (doca_buf_get_data(buf, &data) != DOCA_SUCCESS ||
       doca_buf_get_data_len(buf, &len) != DOCA_SUCCESS) {
-    fail(res, DOCA_ERROR_UNEXPECTED);
+    example_fail(&res->session, DOCA_ERROR_UNEXPECTED);
   } else if (len != expected_len || memcmp(data, expected, len) != 0) {
     DOCA_LOG_ERR("Message %u: got %zu bytes \"%.*s\", expected \"%s\"", res->completed, len,
                  (int)len, (const char*)data, expected);
-    fail(res, DOCA_ERROR_UNEXPECTED);
+    example_fail(&res->session, DOCA_ERROR_UNEXPECTED);
   } else {
     res->verified++;
     DOCA_LOG_INFO("Received message %u: %.*s", res->completed, (int)len, (const char*)data);
@@ -121,7 +109,7 @@ static void receive_error(struct doca_rdma_task_receive* task, union doca_data t
   DOCA_LOG_ERR("Receive task failed: %s", doca_error_get_descr(err));
   doca_task_free(doca_rdma_task_receive_as_task(task));
   (void)doca_buf_dec_refcount(buf, NULL);
-  fail(res, err);
+  example_fail(&res->session, err);
 }
 
 static void send_done(struct doca_rdma_task_send* task, union doca_data task_user_data,
@@ -143,38 +131,12 @@ static void send_error(struct doca_rdma_task_send* task, union doca_data task_us
                doca_error_get_descr(err));
   doca_task_free(doca_rdma_task_send_as_task(task));
   (void)doca_buf_dec_refcount(buf, NULL);
-  fail(res, err);
-}
-
-/* STARTING: export our connection, hand it over, connect to the peer's. */
-static doca_error_t export_and_connect(struct resources* res) {
-  const void* local_desc = NULL;
-  size_t local_len = 0;
-  void* remote_desc = NULL;
-  size_t remote_len = 0;
-  struct doca_rdma_connection* connection = NULL;
-  doca_error_t result = doca_rdma_export(res->rdma, &local_desc, &local_len, &connection);
-  if (result != DOCA_SUCCESS) {
-    DOCA_LOG_ERR("Failed to export the RDMA connection: %s", doca_error_get_descr(result));
-    return result;
-  }
-  result = example_write_file(res->cfg.local_path, local_desc, local_len);
-  if (result != DOCA_SUCCESS) {
-    DOCA_LOG_ERR("Failed to write %s", res->cfg.local_path);
-    return result;
-  }
-  result =
-      example_read_peer_file(res->cfg.remote_path, PEER_WAIT_SECONDS, &remote_desc, &remote_len);
-  if (result != DOCA_SUCCESS) return result;
-  result = doca_rdma_connect(res->rdma, remote_desc, remote_len, connection);
-  free(remote_desc);
-  if (result != DOCA_SUCCESS)
-    DOCA_LOG_ERR("Failed to connect to the peer: %s", doca_error_get_descr(result));
-  return result;
+  example_fail(&res->session, err);
 }
 
 /* RUNNING, receiver: one receive task per message, then tell the sender. */
-static doca_error_t post_receives(struct resources* res) {
+static doca_error_t post_receives(struct example_session* session) {
+  struct resources* res = (struct resources*)session;
   for (uint32_t i = 0; i < res->cfg.count; i++) {
     struct doca_buf* buf = NULL;
     struct doca_rdma_task_receive* task = NULL;
@@ -183,7 +145,7 @@ static doca_error_t post_receives(struct resources* res) {
         res->inventory, res->mmap, res->memory + (size_t)i * MAX_MESSAGE_SIZE, MAX_MESSAGE_SIZE,
         &buf);
     if (result != DOCA_SUCCESS) return result;
-    result = doca_rdma_task_receive_allocate_init(res->rdma, buf, user_data, &task);
+    result = doca_rdma_task_receive_allocate_init(res->session.rdma, buf, user_data, &task);
     if (result == DOCA_SUCCESS) result = doca_task_submit(doca_rdma_task_receive_as_task(task));
     if (result != DOCA_SUCCESS) {
       DOCA_LOG_ERR("Failed to post receive %u: %s", i, doca_error_get_descr(result));
@@ -200,13 +162,15 @@ static doca_error_t post_receives(struct resources* res) {
 }
 
 /* RUNNING, sender: wait for the receiver's receives, then send every message. */
-static doca_error_t send_messages(struct resources* res) {
+static doca_error_t send_messages(struct example_session* session) {
+  struct resources* res = (struct resources*)session;
   char ready[4096];
   void* ignored = NULL;
   size_t ignored_len = 0;
   if (snprintf(ready, sizeof(ready), "%s.ready", res->cfg.remote_path) >= (int)sizeof(ready))
     return DOCA_ERROR_INVALID_VALUE;
-  doca_error_t result = example_read_peer_file(ready, PEER_WAIT_SECONDS, &ignored, &ignored_len);
+  doca_error_t result =
+      example_read_peer_file(ready, EXAMPLE_PEER_WAIT_SECONDS, &ignored, &ignored_len);
   free(ignored);
   if (result != DOCA_SUCCESS) return result;
   for (uint32_t i = 0; i < res->cfg.count; i++) {
@@ -217,7 +181,7 @@ static doca_error_t send_messages(struct resources* res) {
     union doca_data user_data = {.u64 = i};
     result = doca_buf_inventory_buf_get_by_data(res->inventory, res->mmap, slot, len, &buf);
     if (result != DOCA_SUCCESS) return result;
-    result = doca_rdma_task_send_allocate_init(res->rdma, NULL, buf, user_data, &task);
+    result = doca_rdma_task_send_allocate_init(res->session.rdma, NULL, buf, user_data, &task);
     if (result == DOCA_SUCCESS) result = doca_task_submit(doca_rdma_task_send_as_task(task));
     if (result != DOCA_SUCCESS) {
       DOCA_LOG_ERR("Failed to send message %u: %s", i, doca_error_get_descr(result));
@@ -229,57 +193,10 @@ static doca_error_t send_messages(struct resources* res) {
   return DOCA_SUCCESS;
 }
 
-static void state_changed(const union doca_data user_data, struct doca_ctx* ctx,
-                          enum doca_ctx_states prev_state, enum doca_ctx_states next_state) {
-  struct resources* res = user_data.ptr;
-  doca_error_t result = DOCA_SUCCESS;
-  (void)ctx;
-  (void)prev_state;
-  switch (next_state) {
-    case DOCA_CTX_STATE_STARTING:
-      DOCA_LOG_INFO("RDMA context is starting");
-      result = export_and_connect(res);
-      break;
-    case DOCA_CTX_STATE_RUNNING:
-      DOCA_LOG_INFO("RDMA context is running");
-      result = res->cfg.sender ? send_messages(res) : post_receives(res);
-      break;
-    case DOCA_CTX_STATE_STOPPING:
-      DOCA_LOG_INFO("RDMA context is stopping");
-      break;
-    case DOCA_CTX_STATE_IDLE:
-      DOCA_LOG_INFO("RDMA context is idle");
-      res->done = true;
-      break;
-  }
-  if (result != DOCA_SUCCESS) fail(res, result);
-}
-
-static doca_error_t open_device(struct resources* res) {
-  struct doca_devinfo** list = NULL;
-  uint32_t n = 0;
-  doca_error_t result = doca_devinfo_create_list(&list, &n);
-  if (result != DOCA_SUCCESS) return result;
-  result = DOCA_ERROR_NOT_FOUND;
-  for (uint32_t i = 0; i < n; i++) {
-    char name[DOCA_DEVINFO_IBDEV_NAME_SIZE] = {0};
-    if (doca_devinfo_get_ibdev_name(list[i], name, sizeof(name)) != DOCA_SUCCESS) continue;
-    if (strcmp(name, res->cfg.device) != 0 ||
-        doca_rdma_cap_task_send_is_supported(list[i]) != DOCA_SUCCESS)
-      continue;
-    result = doca_dev_open(list[i], &res->dev);
-    break;
-  }
-  doca_devinfo_destroy_list(list);
-  if (result != DOCA_SUCCESS)
-    DOCA_LOG_ERR("No usable device named %s: %s", res->cfg.device, doca_error_get_descr(result));
-  return result;
-}
-
 static doca_error_t setup(struct resources* res) {
   const size_t memory_len = (size_t)res->cfg.count * MAX_MESSAGE_SIZE;
-  union doca_data ctx_data = {.ptr = res};
-  doca_error_t result = open_device(res);
+  doca_error_t result =
+      example_open_device(res->cfg.device, doca_rdma_cap_task_send_is_supported, &res->session.dev);
   if (result != DOCA_SUCCESS) return result;
   res->memory = calloc(1, memory_len);
   if (res->memory == NULL) return DOCA_ERROR_NO_MEMORY;
@@ -287,7 +204,7 @@ static doca_error_t setup(struct resources* res) {
       (result = doca_mmap_set_memrange(res->mmap, res->memory, memory_len)) != DOCA_SUCCESS ||
       (result = doca_mmap_set_permissions(res->mmap, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE)) !=
           DOCA_SUCCESS ||
-      (result = doca_mmap_add_dev(res->mmap, res->dev)) != DOCA_SUCCESS ||
+      (result = doca_mmap_add_dev(res->mmap, res->session.dev)) != DOCA_SUCCESS ||
       (result = doca_mmap_start(res->mmap)) != DOCA_SUCCESS) {
     DOCA_LOG_ERR("Failed to set up the memory map: %s", doca_error_get_descr(result));
     return result;
@@ -295,36 +212,29 @@ static doca_error_t setup(struct resources* res) {
   if ((result = doca_buf_inventory_create(res->cfg.count, &res->inventory)) != DOCA_SUCCESS ||
       (result = doca_buf_inventory_start(res->inventory)) != DOCA_SUCCESS)
     return result;
-  if ((result = doca_pe_create(&res->pe)) != DOCA_SUCCESS) return result;
-  if ((result = doca_rdma_create(res->dev, &res->rdma)) != DOCA_SUCCESS) return result;
-  res->ctx = doca_rdma_as_ctx(res->rdma);
-  if ((result = doca_rdma_set_permissions(res->rdma, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE)) !=
-          DOCA_SUCCESS ||
-      (result = doca_rdma_set_gid_index(res->rdma, 0)) != DOCA_SUCCESS)
+  if ((result = example_create_rdma(&res->session, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE)) !=
+      DOCA_SUCCESS)
     return result;
   if (res->cfg.sender)
-    result = doca_rdma_task_send_set_conf(res->rdma, send_done, send_error, res->cfg.count);
+    result = doca_rdma_task_send_set_conf(res->session.rdma, send_done, send_error, res->cfg.count);
   else
-    result =
-        doca_rdma_task_receive_set_conf(res->rdma, receive_done, receive_error, res->cfg.count);
+    result = doca_rdma_task_receive_set_conf(res->session.rdma, receive_done, receive_error,
+                                             res->cfg.count);
   if (result != DOCA_SUCCESS) {
     DOCA_LOG_ERR("Failed to configure the tasks: %s", doca_error_get_descr(result));
     return result;
   }
-  if ((result = doca_pe_connect_ctx(res->pe, res->ctx)) != DOCA_SUCCESS ||
-      (result = doca_ctx_set_state_changed_cb(res->ctx, state_changed)) != DOCA_SUCCESS ||
-      (result = doca_ctx_set_user_data(res->ctx, ctx_data)) != DOCA_SUCCESS)
-    return result;
-  return doca_ctx_start(res->ctx);
+  res->session.local_path = res->cfg.local_path;
+  res->session.remote_path = res->cfg.remote_path;
+  res->session.on_running = res->cfg.sender ? send_messages : post_receives;
+  return example_start_rdma(&res->session);
 }
 
 static void teardown(struct resources* res) {
-  if (res->rdma != NULL && doca_rdma_destroy(res->rdma) != DOCA_SUCCESS)
-    DOCA_LOG_ERR("Failed to destroy the RDMA context");
-  if (res->pe != NULL) (void)doca_pe_destroy(res->pe);
+  example_destroy_rdma(&res->session);
   if (res->inventory != NULL) (void)doca_buf_inventory_destroy(res->inventory);
   if (res->mmap != NULL) (void)doca_mmap_destroy(res->mmap);
-  if (res->dev != NULL) (void)doca_dev_close(res->dev);
+  if (res->session.dev != NULL) (void)doca_dev_close(res->session.dev);
   free(res->memory);
 }
 
@@ -441,26 +351,16 @@ int main(int argc, char** argv) {
   result = setup(&res);
   if (result != DOCA_SUCCESS) {
     DOCA_LOG_ERR("Setup failed: %s", doca_error_get_name(result));
-    if (res.ctx != NULL) (void)doca_ctx_stop(res.ctx);
+    if (res.session.ctx != NULL) (void)doca_ctx_stop(res.session.ctx);
     teardown(&res);
     return 1;
   }
-  const double deadline = example_now_seconds() + RUN_SECONDS;
-  while (!res.done) {
-    if (example_now_seconds() > deadline) {
-      DOCA_LOG_ERR("Timed out");
-      fail(&res, DOCA_ERROR_TIME_OUT);
-      break;
-    }
-    if (doca_pe_progress(res.pe) == 0) example_pause_briefly();
-  }
-  /* A context that timed out may still need progress to get back to idle. */
-  for (int i = 0; i < 100000 && !res.done; i++) (void)doca_pe_progress(res.pe);
+  example_run(&res.session, RUN_SECONDS, NULL);
   teardown(&res);
-  if (res.result == DOCA_SUCCESS && res.completed != res.cfg.count)
-    res.result = DOCA_ERROR_UNEXPECTED;
-  if (res.result != DOCA_SUCCESS) {
-    DOCA_LOG_ERR("Failed: %s", doca_error_get_name(res.result));
+  if (res.session.result == DOCA_SUCCESS && res.completed != res.cfg.count)
+    res.session.result = DOCA_ERROR_UNEXPECTED;
+  if (res.session.result != DOCA_SUCCESS) {
+    DOCA_LOG_ERR("Failed: %s", doca_error_get_name(res.session.result));
     return 1;
   }
   if (res.cfg.sender)

@@ -39,7 +39,6 @@
 
 DOCA_LOG_REGISTER(RDMA_SYNC_EVENT);
 
-#define PEER_WAIT_SECONDS 30
 #define RUN_SECONDS 60
 #define COMPLETION_VALUE UINT64_MAX
 
@@ -55,12 +54,10 @@ struct config {
   uint64_t value;
 };
 
+/* Begins with the session: the context's user data is both (example_common.h). */
 struct resources {
+  struct example_session session;
   struct config cfg;
-  struct doca_dev* dev;
-  struct doca_pe* pe;
-  struct doca_rdma* rdma;
-  struct doca_ctx* ctx;
   /* responder */
   struct doca_sync_event* event;
   /* requester */
@@ -70,18 +67,8 @@ struct resources {
   struct doca_buf* bufs[WORDS];
   uint64_t* memory;
   uint64_t gets; /* remote gets until the responder answered */
-  bool running;
   bool finished;
-  doca_error_t result; /* first error */
-  bool done;           /* the context went back to idle */
 };
-
-static void fail(struct resources* res, doca_error_t err) {
-  if (res->result == DOCA_SUCCESS) res->result = err;
-  enum doca_ctx_states state;
-  if (doca_ctx_get_state(res->ctx, &state) == DOCA_SUCCESS && state != DOCA_CTX_STATE_IDLE)
-    (void)doca_ctx_stop(res->ctx);
-}
 
 /* ---- requester: set, get until answered, add; each step submitted from the previous one's
  * completion callback. */
@@ -95,7 +82,7 @@ static void set_completed(struct doca_rdma_task_remote_net_sync_event_notify_set
   doca_task_free(doca_rdma_task_remote_net_sync_event_notify_set_as_task(task));
   DOCA_LOG_INFO("Set the remote sync event to %llu", (unsigned long long)res->cfg.value);
   doca_error_t result = submit_get(res);
-  if (result != DOCA_SUCCESS) fail(res, result);
+  if (result != DOCA_SUCCESS) example_fail(&res->session, result);
 }
 
 static void set_failed(struct doca_rdma_task_remote_net_sync_event_notify_set* task,
@@ -105,7 +92,7 @@ static void set_failed(struct doca_rdma_task_remote_net_sync_event_notify_set* t
   (void)task_user_data;
   DOCA_LOG_ERR("Remote set failed: %s", doca_error_get_descr(err));
   doca_task_free(t);
-  fail(ctx_user_data.ptr, err);
+  example_fail(ctx_user_data.ptr, err);
 }
 
 static void add_completed(struct doca_rdma_task_remote_net_sync_event_notify_add* task,
@@ -117,12 +104,12 @@ static void add_completed(struct doca_rdma_task_remote_net_sync_event_notify_add
   if (res->memory[WORD_FETCHED] != expected) {
     DOCA_LOG_ERR("The add fetched %llu, expected %llu",
                  (unsigned long long)res->memory[WORD_FETCHED], (unsigned long long)expected);
-    fail(res, DOCA_ERROR_UNEXPECTED);
+    example_fail(&res->session, DOCA_ERROR_UNEXPECTED);
     return;
   }
   DOCA_LOG_INFO("Notified completion (the event held %llu)", (unsigned long long)expected);
   res->finished = true;
-  (void)doca_ctx_stop(res->ctx);
+  (void)doca_ctx_stop(res->session.ctx);
 }
 
 static void add_failed(struct doca_rdma_task_remote_net_sync_event_notify_add* task,
@@ -132,7 +119,7 @@ static void add_failed(struct doca_rdma_task_remote_net_sync_event_notify_add* t
   (void)task_user_data;
   DOCA_LOG_ERR("Remote add failed: %s", doca_error_get_descr(err));
   doca_task_free(t);
-  fail(ctx_user_data.ptr, err);
+  example_fail(ctx_user_data.ptr, err);
 }
 
 static void get_completed(struct doca_rdma_task_remote_net_sync_event_get* task,
@@ -147,18 +134,18 @@ static void get_completed(struct doca_rdma_task_remote_net_sync_event_get* task,
   const uint64_t value = res->memory[WORD_GET];
   if (value <= res->cfg.value) {
     result = submit_get(res); /* the responder has not answered yet */
-    if (result != DOCA_SUCCESS) fail(res, result);
+    if (result != DOCA_SUCCESS) example_fail(&res->session, result);
     return;
   }
   DOCA_LOG_INFO("The responder answered %llu", (unsigned long long)value);
   result = doca_rdma_task_remote_net_sync_event_notify_add_allocate_init(
-      res->rdma, NULL, res->remote_event, res->bufs[WORD_FETCHED], COMPLETION_VALUE - value,
+      res->session.rdma, NULL, res->remote_event, res->bufs[WORD_FETCHED], COMPLETION_VALUE - value,
       user_data, &add);
   if (result == DOCA_SUCCESS)
     result = doca_task_submit(doca_rdma_task_remote_net_sync_event_notify_add_as_task(add));
   if (result != DOCA_SUCCESS) {
     DOCA_LOG_ERR("Failed to submit the remote add: %s", doca_error_get_descr(result));
-    fail(res, result);
+    example_fail(&res->session, result);
   }
 }
 
@@ -169,7 +156,7 @@ static void get_failed(struct doca_rdma_task_remote_net_sync_event_get* task,
   (void)task_user_data;
   DOCA_LOG_ERR("Remote get failed: %s", doca_error_get_descr(err));
   doca_task_free(t);
-  fail(ctx_user_data.ptr, err);
+  example_fail(ctx_user_data.ptr, err);
 }
 
 static doca_error_t submit_get(struct resources* res) {
@@ -179,7 +166,7 @@ static doca_error_t submit_get(struct resources* res) {
   doca_error_t result = doca_buf_reset_data_len(res->bufs[WORD_GET]);
   if (result == DOCA_SUCCESS)
     result = doca_rdma_task_remote_net_sync_event_get_allocate_init(
-        res->rdma, NULL, res->remote_event, res->bufs[WORD_GET], user_data, &get);
+        res->session.rdma, NULL, res->remote_event, res->bufs[WORD_GET], user_data, &get);
   if (result == DOCA_SUCCESS)
     result = doca_task_submit(doca_rdma_task_remote_net_sync_event_get_as_task(get));
   if (result != DOCA_SUCCESS)
@@ -188,16 +175,17 @@ static doca_error_t submit_get(struct resources* res) {
 }
 
 /* RUNNING, requester: import the responder's event and set it. */
-static doca_error_t start_requests(struct resources* res) {
+static doca_error_t start_requests(struct example_session* session) {
+  struct resources* res = (struct resources*)session;
   void* desc = NULL;
   size_t desc_len = 0;
   struct doca_rdma_task_remote_net_sync_event_notify_set* set = NULL;
   union doca_data user_data = {.u64 = 0};
   doca_error_t result =
-      example_read_peer_file(res->cfg.event_path, PEER_WAIT_SECONDS, &desc, &desc_len);
+      example_read_peer_file(res->cfg.event_path, EXAMPLE_PEER_WAIT_SECONDS, &desc, &desc_len);
   if (result != DOCA_SUCCESS) return result;
-  result =
-      doca_sync_event_remote_net_create_from_export(res->dev, desc, desc_len, &res->remote_event);
+  result = doca_sync_event_remote_net_create_from_export(res->session.dev, desc, desc_len,
+                                                         &res->remote_event);
   free(desc);
   if (result != DOCA_SUCCESS) {
     DOCA_LOG_ERR("Failed to import the responder's sync event: %s", doca_error_get_descr(result));
@@ -205,7 +193,7 @@ static doca_error_t start_requests(struct resources* res) {
   }
   res->memory[WORD_SET] = res->cfg.value;
   result = doca_rdma_task_remote_net_sync_event_notify_set_allocate_init(
-      res->rdma, NULL, res->remote_event, res->bufs[WORD_SET], user_data, &set);
+      res->session.rdma, NULL, res->remote_event, res->bufs[WORD_SET], user_data, &set);
   if (result == DOCA_SUCCESS)
     result = doca_task_submit(doca_rdma_task_remote_net_sync_event_notify_set_as_task(set));
   if (result != DOCA_SUCCESS)
@@ -213,67 +201,16 @@ static doca_error_t start_requests(struct resources* res) {
   return result;
 }
 
-/* STARTING: (responder) export the sync event; export the connection, connect to the peer's. */
-static doca_error_t export_and_connect(struct resources* res) {
-  const void* desc = NULL;
+/* STARTING, responder: export the sync event for the requester to import. */
+static doca_error_t export_event(struct example_session* session) {
+  struct resources* res = (struct resources*)session;
+  const uint8_t* desc = NULL;
   size_t len = 0;
-  void* remote_desc = NULL;
-  size_t remote_len = 0;
-  struct doca_rdma_connection* connection = NULL;
-  doca_error_t result;
-  if (!res->cfg.requester) {
-    const uint8_t* event_desc = NULL;
-    size_t event_len = 0;
-    result = doca_sync_event_export_to_remote_net(res->event, &event_desc, &event_len);
-    if (result == DOCA_SUCCESS)
-      result = example_write_file(res->cfg.event_path, event_desc, event_len);
-    if (result != DOCA_SUCCESS) {
-      DOCA_LOG_ERR("Failed to export the sync event: %s", doca_error_get_descr(result));
-      return result;
-    }
-  }
-  result = doca_rdma_export(res->rdma, &desc, &len, &connection);
-  if (result == DOCA_SUCCESS) result = example_write_file(res->cfg.local_path, desc, len);
-  if (result != DOCA_SUCCESS) {
-    DOCA_LOG_ERR("Failed to export the RDMA connection: %s", doca_error_get_descr(result));
-    return result;
-  }
-  result =
-      example_read_peer_file(res->cfg.remote_path, PEER_WAIT_SECONDS, &remote_desc, &remote_len);
-  if (result != DOCA_SUCCESS) return result;
-  result = doca_rdma_connect(res->rdma, remote_desc, remote_len, connection);
-  free(remote_desc);
+  doca_error_t result = doca_sync_event_export_to_remote_net(res->event, &desc, &len);
+  if (result == DOCA_SUCCESS) result = example_write_file(res->cfg.event_path, desc, len);
   if (result != DOCA_SUCCESS)
-    DOCA_LOG_ERR("Failed to connect to the peer: %s", doca_error_get_descr(result));
+    DOCA_LOG_ERR("Failed to export the sync event: %s", doca_error_get_descr(result));
   return result;
-}
-
-static void state_changed(const union doca_data user_data, struct doca_ctx* ctx,
-                          enum doca_ctx_states prev_state, enum doca_ctx_states next_state) {
-  struct resources* res = user_data.ptr;
-  doca_error_t result = DOCA_SUCCESS;
-  (void)ctx;
-  (void)prev_state;
-  switch (next_state) {
-    case DOCA_CTX_STATE_STARTING:
-      DOCA_LOG_INFO("RDMA context is starting");
-      result = export_and_connect(res);
-      break;
-    case DOCA_CTX_STATE_RUNNING:
-      DOCA_LOG_INFO("RDMA context is running");
-      res->running = true;
-      if (res->cfg.requester) result = start_requests(res);
-      break;
-    case DOCA_CTX_STATE_STOPPING:
-      DOCA_LOG_INFO("RDMA context is stopping");
-      break;
-    case DOCA_CTX_STATE_IDLE:
-      DOCA_LOG_INFO("RDMA context is idle");
-      res->running = false;
-      res->done = true;
-      break;
-  }
-  if (result != DOCA_SUCCESS) fail(res, result);
 }
 
 /* ---- responder: the CPU side of the event, from the main loop once connected. */
@@ -286,8 +223,8 @@ static bool progress_until_above(struct resources* res, uint64_t floor, uint64_t
   const double deadline = example_now_seconds() + RUN_SECONDS;
   for (;;) {
     if (doca_sync_event_get(res->event, value) == DOCA_SUCCESS && *value > floor) return true;
-    if (res->result != DOCA_SUCCESS || example_now_seconds() > deadline) return false;
-    if (doca_pe_progress(res->pe) == 0) example_pause_briefly();
+    if (res->session.result != DOCA_SUCCESS || example_now_seconds() > deadline) return false;
+    if (doca_pe_progress(res->session.pe) == 0) example_pause_briefly();
   }
 }
 
@@ -296,13 +233,13 @@ static void serve_event(struct resources* res) {
   DOCA_LOG_INFO("Waiting for the requester to set the sync event");
   if (!progress_until_above(res, res->cfg.value - 1, &value)) {
     DOCA_LOG_ERR("The requester did not set the sync event");
-    fail(res, DOCA_ERROR_TIME_OUT);
+    example_fail(&res->session, DOCA_ERROR_TIME_OUT);
     return;
   }
   if (value != res->cfg.value) {
     DOCA_LOG_ERR("Sync event holds %llu, expected %llu", (unsigned long long)value,
                  (unsigned long long)res->cfg.value);
-    fail(res, DOCA_ERROR_UNEXPECTED);
+    example_fail(&res->session, DOCA_ERROR_UNEXPECTED);
     return;
   }
   DOCA_LOG_INFO("Sync event set by the requester: %llu", (unsigned long long)value);
@@ -310,43 +247,25 @@ static void serve_event(struct resources* res) {
   DOCA_LOG_INFO("Waiting for the requester to notify completion");
   if (!progress_until_above(res, COMPLETION_VALUE - 1, &value)) {
     DOCA_LOG_ERR("The requester did not notify completion");
-    fail(res, DOCA_ERROR_TIME_OUT);
+    example_fail(&res->session, DOCA_ERROR_TIME_OUT);
     return;
   }
   DOCA_LOG_INFO("Completion notified by the requester");
   res->finished = true;
-  (void)doca_ctx_stop(res->ctx);
+  (void)doca_ctx_stop(res->session.ctx);
 }
 
-static doca_error_t open_device(struct resources* res) {
-  struct doca_devinfo** list = NULL;
-  uint32_t n = 0;
-  doca_error_t result = doca_devinfo_create_list(&list, &n);
-  if (result != DOCA_SUCCESS) return result;
-  result = DOCA_ERROR_NOT_FOUND;
-  for (uint32_t i = 0; i < n; i++) {
-    char name[DOCA_DEVINFO_IBDEV_NAME_SIZE] = {0};
-    if (doca_devinfo_get_ibdev_name(list[i], name, sizeof(name)) != DOCA_SUCCESS) continue;
-    if (strcmp(name, res->cfg.device) != 0) continue;
-    if (res->cfg.requester
-            ? doca_rdma_cap_task_remote_net_sync_event_notify_set_is_supported(list[i]) !=
-                  DOCA_SUCCESS
-            : doca_sync_event_cap_is_export_to_remote_net_supported(list[i]) != DOCA_SUCCESS)
-      continue;
-    result = doca_dev_open(list[i], &res->dev);
-    break;
-  }
-  doca_devinfo_destroy_list(list);
-  if (result != DOCA_SUCCESS)
-    DOCA_LOG_ERR("No usable device named %s: %s", res->cfg.device, doca_error_get_descr(result));
-  return result;
+/* Responder, between progress calls: serves the event once connected. */
+static void serve_when_running(struct example_session* session) {
+  struct resources* res = (struct resources*)session;
+  if (session->running && !res->finished && session->result == DOCA_SUCCESS) serve_event(res);
 }
 
 static doca_error_t setup_event(struct resources* res) {
   doca_error_t result;
   if ((result = doca_sync_event_create(&res->event)) != DOCA_SUCCESS ||
       (result = doca_sync_event_add_publisher_location_remote_net(res->event)) != DOCA_SUCCESS ||
-      (result = doca_sync_event_add_subscriber_location_cpu(res->event, res->dev)) !=
+      (result = doca_sync_event_add_subscriber_location_cpu(res->event, res->session.dev)) !=
           DOCA_SUCCESS ||
       (result = doca_sync_event_start(res->event)) != DOCA_SUCCESS)
     DOCA_LOG_ERR("Failed to set up the sync event: %s", doca_error_get_descr(result));
@@ -362,7 +281,7 @@ static doca_error_t setup_requester_memory(struct resources* res) {
           DOCA_SUCCESS ||
       (result = doca_mmap_set_permissions(res->mmap, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE)) !=
           DOCA_SUCCESS ||
-      (result = doca_mmap_add_dev(res->mmap, res->dev)) != DOCA_SUCCESS ||
+      (result = doca_mmap_add_dev(res->mmap, res->session.dev)) != DOCA_SUCCESS ||
       (result = doca_mmap_start(res->mmap)) != DOCA_SUCCESS ||
       (result = doca_buf_inventory_create(WORDS, &res->inventory)) != DOCA_SUCCESS ||
       (result = doca_buf_inventory_start(res->inventory)) != DOCA_SUCCESS)
@@ -377,42 +296,39 @@ static doca_error_t setup_requester_memory(struct resources* res) {
 }
 
 static doca_error_t setup(struct resources* res) {
-  union doca_data ctx_data = {.ptr = res};
-  doca_error_t result = open_device(res);
+  doca_error_t result = example_open_device(
+      res->cfg.device,
+      res->cfg.requester ? doca_rdma_cap_task_remote_net_sync_event_notify_set_is_supported
+                         : doca_sync_event_cap_is_export_to_remote_net_supported,
+      &res->session.dev);
   if (result != DOCA_SUCCESS) return result;
   result = res->cfg.requester ? setup_requester_memory(res) : setup_event(res);
   if (result != DOCA_SUCCESS) return result;
-  if ((result = doca_pe_create(&res->pe)) != DOCA_SUCCESS) return result;
-  if ((result = doca_rdma_create(res->dev, &res->rdma)) != DOCA_SUCCESS) return result;
-  res->ctx = doca_rdma_as_ctx(res->rdma);
   /* The owner of the event grants the remote get, set and add. */
   const uint32_t access = res->cfg.requester
                               ? DOCA_ACCESS_FLAG_LOCAL_READ_WRITE
                               : DOCA_ACCESS_FLAG_LOCAL_READ_WRITE | DOCA_ACCESS_FLAG_RDMA_READ |
                                     DOCA_ACCESS_FLAG_RDMA_WRITE | DOCA_ACCESS_FLAG_RDMA_ATOMIC;
-  if ((result = doca_rdma_set_permissions(res->rdma, access)) != DOCA_SUCCESS ||
-      (result = doca_rdma_set_gid_index(res->rdma, 0)) != DOCA_SUCCESS)
-    return result;
-  if (res->cfg.requester && ((result = doca_rdma_task_remote_net_sync_event_notify_set_set_conf(
-                                  res->rdma, set_completed, set_failed, 1)) != DOCA_SUCCESS ||
-                             (result = doca_rdma_task_remote_net_sync_event_get_set_conf(
-                                  res->rdma, get_completed, get_failed, 1)) != DOCA_SUCCESS ||
-                             (result = doca_rdma_task_remote_net_sync_event_notify_add_set_conf(
-                                  res->rdma, add_completed, add_failed, 1)) != DOCA_SUCCESS)) {
+  if ((result = example_create_rdma(&res->session, access)) != DOCA_SUCCESS) return result;
+  if (res->cfg.requester &&
+      ((result = doca_rdma_task_remote_net_sync_event_notify_set_set_conf(
+            res->session.rdma, set_completed, set_failed, 1)) != DOCA_SUCCESS ||
+       (result = doca_rdma_task_remote_net_sync_event_get_set_conf(
+            res->session.rdma, get_completed, get_failed, 1)) != DOCA_SUCCESS ||
+       (result = doca_rdma_task_remote_net_sync_event_notify_add_set_conf(
+            res->session.rdma, add_completed, add_failed, 1)) != DOCA_SUCCESS)) {
     DOCA_LOG_ERR("Failed to configure the sync event tasks: %s", doca_error_get_descr(result));
     return result;
   }
-  if ((result = doca_pe_connect_ctx(res->pe, res->ctx)) != DOCA_SUCCESS ||
-      (result = doca_ctx_set_state_changed_cb(res->ctx, state_changed)) != DOCA_SUCCESS ||
-      (result = doca_ctx_set_user_data(res->ctx, ctx_data)) != DOCA_SUCCESS)
-    return result;
-  return doca_ctx_start(res->ctx);
+  res->session.local_path = res->cfg.local_path;
+  res->session.remote_path = res->cfg.remote_path;
+  res->session.export_more = res->cfg.requester ? NULL : export_event;
+  res->session.on_running = res->cfg.requester ? start_requests : NULL;
+  return example_start_rdma(&res->session);
 }
 
 static void teardown(struct resources* res) {
-  if (res->rdma != NULL && doca_rdma_destroy(res->rdma) != DOCA_SUCCESS)
-    DOCA_LOG_ERR("Failed to destroy the RDMA context");
-  if (res->pe != NULL) (void)doca_pe_destroy(res->pe);
+  example_destroy_rdma(&res->session);
   if (res->event != NULL) {
     (void)doca_sync_event_stop(res->event);
     (void)doca_sync_event_destroy(res->event);
@@ -422,7 +338,7 @@ static void teardown(struct resources* res) {
     if (res->bufs[i] != NULL) (void)doca_buf_dec_refcount(res->bufs[i], NULL);
   if (res->inventory != NULL) (void)doca_buf_inventory_destroy(res->inventory);
   if (res->mmap != NULL) (void)doca_mmap_destroy(res->mmap);
-  if (res->dev != NULL) (void)doca_dev_close(res->dev);
+  if (res->session.dev != NULL) (void)doca_dev_close(res->session.dev);
   free(res->memory);
 }
 
@@ -478,27 +394,17 @@ int main(int argc, char** argv) {
   if (result == DOCA_SUCCESS) result = setup(&res);
   if (result != DOCA_SUCCESS) {
     DOCA_LOG_ERR("Setup failed: %s", doca_error_get_name(result));
-    if (res.ctx != NULL) (void)doca_ctx_stop(res.ctx);
+    if (res.session.ctx != NULL) (void)doca_ctx_stop(res.session.ctx);
     teardown(&res);
     return 1;
   }
-  const double deadline = example_now_seconds() + RUN_SECONDS;
-  while (!res.done) {
-    if (example_now_seconds() > deadline) {
-      DOCA_LOG_ERR("Timed out");
-      fail(&res, DOCA_ERROR_TIME_OUT);
-      break;
-    }
-    if (!res.cfg.requester && res.running && !res.finished && res.result == DOCA_SUCCESS)
-      serve_event(&res);
-    if (doca_pe_progress(res.pe) == 0) example_pause_briefly();
-  }
-  for (int i = 0; i < 100000 && !res.done; i++) (void)doca_pe_progress(res.pe);
+  example_run(&res.session, RUN_SECONDS, res.cfg.requester ? NULL : serve_when_running);
   if (res.cfg.requester) DOCA_LOG_INFO("Remote gets: %llu", (unsigned long long)res.gets);
   teardown(&res);
-  if (res.result == DOCA_SUCCESS && !res.finished) res.result = DOCA_ERROR_UNEXPECTED;
-  if (res.result != DOCA_SUCCESS) {
-    DOCA_LOG_ERR("Failed: %s", doca_error_get_name(res.result));
+  if (res.session.result == DOCA_SUCCESS && !res.finished)
+    res.session.result = DOCA_ERROR_UNEXPECTED;
+  if (res.session.result != DOCA_SUCCESS) {
+    DOCA_LOG_ERR("Failed: %s", doca_error_get_name(res.session.result));
     return 1;
   }
   DOCA_LOG_INFO("%s done", res.cfg.requester ? "Requester" : "Responder");

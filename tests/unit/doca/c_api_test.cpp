@@ -27,21 +27,8 @@ namespace {
 static_assert(DOCA_SUCCESS == 0 && DOCA_ERROR_INVALID_VALUE == 6 && DOCA_ERROR_EMPTY == 25 &&
               DOCA_ERROR_DEVICE_FATAL_ERROR == 31);
 
-doca_dev* open_device(const std::string& name) {
-  doca_devinfo** list = nullptr;
-  uint32_t n = 0;
-  EXPECT_EQ(doca_devinfo_create_list(&list, &n), DOCA_SUCCESS);
-  doca_dev* dev = nullptr;
-  for (uint32_t i = 0; i < n; ++i) {
-    char ibdev[DOCA_DEVINFO_IBDEV_NAME_SIZE] = {};
-    EXPECT_EQ(doca_devinfo_get_ibdev_name(list[i], ibdev, sizeof(ibdev)), DOCA_SUCCESS);
-    if (name == ibdev) {
-      EXPECT_EQ(doca_dev_open(list[i], &dev), DOCA_SUCCESS);
-    }
-  }
-  EXPECT_EQ(doca_devinfo_destroy_list(list), DOCA_SUCCESS);
-  return dev;
-}
+using zc::doca::testing::count_failed;
+using zc::doca::testing::open_device;
 
 doca_mmap* started_mmap(void* addr, size_t len, uint32_t access) {
   doca_mmap* m = nullptr;
@@ -249,20 +236,16 @@ struct event {
   doca_ctx_states next;
 };
 
-struct peer {
-  doca_dev* dev = nullptr;
-  doca_pe* pe = nullptr;
-  doca_rdma* rdma = nullptr;
-  doca_ctx* ctx = nullptr;
+struct peer : zc::doca::testing::rdma_side {
   std::vector<event> events;
   peer* other = nullptr;
-  std::vector<uint8_t> blob;  // what this side exported
   bool connect_in_starting = true;
   int received = 0;
   int sent = 0;
   int written = 0;
   int atomics = 0;
   int failed = 0;
+  doca_error_t last_error = DOCA_SUCCESS;
   doca_rdma_opcode last_opcode = DOCA_RDMA_OPCODE_RECV_SEND;
   doca_be32_t last_immediate = 0;
 };
@@ -271,23 +254,9 @@ void on_state(const union doca_data user_data, struct doca_ctx*, enum doca_ctx_s
               enum doca_ctx_states next) {
   auto* p = static_cast<peer*>(user_data.ptr);
   p->events.push_back({prev, next});
-  if (next == DOCA_CTX_STATE_STARTING && p->connect_in_starting) {
-    // As DOCA programs do: export and connect from the STARTING callback. The other side has
-    // exported already when its STARTING came first; otherwise it connects from its own.
-    const void* details = nullptr;
-    size_t len = 0;
-    doca_rdma_connection* connection = nullptr;
-    ASSERT_EQ(doca_rdma_export(p->rdma, &details, &len, &connection), DOCA_SUCCESS);
-    p->blob.assign(static_cast<const uint8_t*>(details),
-                   static_cast<const uint8_t*>(details) + len);
-    if (!p->other->blob.empty()) {
-      ASSERT_EQ(
-          doca_rdma_connect(p->rdma, p->other->blob.data(), p->other->blob.size(), connection),
-          DOCA_SUCCESS);
-      ASSERT_EQ(doca_rdma_connect(p->other->rdma, p->blob.data(), p->blob.size(), nullptr),
-                DOCA_SUCCESS);
-    }
-  }
+  // As DOCA programs do: export and connect from the STARTING callback.
+  if (next == DOCA_CTX_STATE_STARTING && p->connect_in_starting)
+    zc::doca::testing::export_and_connect(*p, *p->other);
 }
 
 void on_receive(doca_rdma_task_receive* task, doca_data, doca_data ctx_data) {
@@ -331,12 +300,6 @@ void count_atomic(Task* task, doca_data, doca_data ctx_data) {
   static_cast<peer*>(ctx_data.ptr)->atomics++;
   doca_task_free(as_task(task));
 }
-template <typename Task, doca_task* (*as_task)(Task*)>
-void count_failed(Task* task, doca_data, doca_data ctx_data) {
-  static_cast<peer*>(ctx_data.ptr)->failed++;
-  doca_task_free(as_task(task));
-}
-
 class doca_ctx_pair : public ::testing::TestWithParam<const char*> {
  protected:
   // b's `map`, exported for RDMA and imported on a's device: the memory a's tasks reach.
@@ -360,11 +323,7 @@ class doca_ctx_pair : public ::testing::TestWithParam<const char*> {
 
   void SetUp() override {
     for (peer* p : {&a, &b}) {
-      p->dev = open_device(GetParam());
-      ASSERT_NE(p->dev, nullptr);
-      ASSERT_EQ(doca_pe_create(&p->pe), DOCA_SUCCESS);
-      ASSERT_EQ(doca_rdma_create(p->dev, &p->rdma), DOCA_SUCCESS);
-      p->ctx = doca_rdma_as_ctx(p->rdma);
+      ASSERT_NO_FATAL_FAILURE(p->open(GetParam()));
       ASSERT_EQ(doca_rdma_set_permissions(p->rdma, DOCA_ACCESS_FLAG_LOCAL_READ_WRITE |
                                                        DOCA_ACCESS_FLAG_RDMA_WRITE |
                                                        DOCA_ACCESS_FLAG_RDMA_ATOMIC),
@@ -374,19 +333,21 @@ class doca_ctx_pair : public ::testing::TestWithParam<const char*> {
                 DOCA_SUCCESS);
       ASSERT_EQ(doca_rdma_task_send_set_conf(p->rdma, on_send, on_send_error, 4), DOCA_SUCCESS);
       ASSERT_EQ(doca_rdma_task_write_set_conf(p->rdma, on_write, on_write_error, 4), DOCA_SUCCESS);
-      ASSERT_EQ(doca_rdma_task_send_imm_set_conf(
-                    p->rdma, count_sent<doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task>,
-                    count_failed<doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task>, 4),
-                DOCA_SUCCESS);
-      ASSERT_EQ(doca_rdma_task_write_imm_set_conf(
-                    p->rdma, count_sent<doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task>,
-                    count_failed<doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task>, 4),
-                DOCA_SUCCESS);
+      ASSERT_EQ(
+          doca_rdma_task_send_imm_set_conf(
+              p->rdma, count_sent<doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task>,
+              count_failed<peer, doca_rdma_task_send_imm, doca_rdma_task_send_imm_as_task>, 4),
+          DOCA_SUCCESS);
+      ASSERT_EQ(
+          doca_rdma_task_write_imm_set_conf(
+              p->rdma, count_sent<doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task>,
+              count_failed<peer, doca_rdma_task_write_imm, doca_rdma_task_write_imm_as_task>, 4),
+          DOCA_SUCCESS);
       ASSERT_EQ(doca_rdma_task_atomic_fetch_add_set_conf(
                     p->rdma,
                     count_atomic<doca_rdma_task_atomic_fetch_add,
                                  doca_rdma_task_atomic_fetch_add_as_task>,
-                    count_failed<doca_rdma_task_atomic_fetch_add,
+                    count_failed<peer, doca_rdma_task_atomic_fetch_add,
                                  doca_rdma_task_atomic_fetch_add_as_task>,
                     4),
                 DOCA_SUCCESS);
@@ -394,7 +355,8 @@ class doca_ctx_pair : public ::testing::TestWithParam<const char*> {
           doca_rdma_task_atomic_cmp_swp_set_conf(
               p->rdma,
               count_atomic<doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task>,
-              count_failed<doca_rdma_task_atomic_cmp_swp, doca_rdma_task_atomic_cmp_swp_as_task>,
+              count_failed<peer, doca_rdma_task_atomic_cmp_swp,
+                           doca_rdma_task_atomic_cmp_swp_as_task>,
               4),
           DOCA_SUCCESS);
       ASSERT_EQ(doca_ctx_set_state_changed_cb(p->ctx, on_state), DOCA_SUCCESS);
@@ -405,24 +367,9 @@ class doca_ctx_pair : public ::testing::TestWithParam<const char*> {
   }
 
   void TearDown() override {
-    for (peer* p : {&a, &b}) {
-      enum doca_ctx_states state = DOCA_CTX_STATE_IDLE;
-      if (p->ctx != nullptr && doca_ctx_get_state(p->ctx, &state) == DOCA_SUCCESS &&
-          state != DOCA_CTX_STATE_IDLE)
-        doca_ctx_stop(p->ctx);
-    }
+    for (peer* p : {&a, &b}) p->stop();
     progress_until([&] { return idle(a) && idle(b); });
-    for (peer* p : {&a, &b}) {
-      if (p->rdma != nullptr) {
-        EXPECT_EQ(doca_rdma_destroy(p->rdma), DOCA_SUCCESS);
-      }
-      if (p->pe != nullptr) {
-        EXPECT_EQ(doca_pe_destroy(p->pe), DOCA_SUCCESS);
-      }
-      if (p->dev != nullptr) {
-        EXPECT_EQ(doca_dev_close(p->dev), DOCA_SUCCESS);
-      }
-    }
+    for (peer* p : {&a, &b}) p->close();
   }
 
   static bool idle(peer& p) { return zc::doca::testing::ctx_idle(p.ctx); }

@@ -29,21 +29,9 @@ namespace {
 
 constexpr uint64_t all_bits = ~uint64_t{0};
 
-doca_dev* open_device(const std::string& name) {
-  doca_devinfo** list = nullptr;
-  uint32_t n = 0;
-  EXPECT_EQ(doca_devinfo_create_list(&list, &n), DOCA_SUCCESS);
-  doca_dev* dev = nullptr;
-  for (uint32_t i = 0; i < n; ++i) {
-    char ibdev[DOCA_DEVINFO_IBDEV_NAME_SIZE] = {};
-    EXPECT_EQ(doca_devinfo_get_ibdev_name(list[i], ibdev, sizeof(ibdev)), DOCA_SUCCESS);
-    if (name == ibdev) {
-      EXPECT_EQ(doca_dev_open(list[i], &dev), DOCA_SUCCESS);
-    }
-  }
-  EXPECT_EQ(doca_devinfo_destroy_list(list), DOCA_SUCCESS);
-  return dev;
-}
+using zc::doca::testing::count_completed;
+using zc::doca::testing::count_failed;
+using zc::doca::testing::open_device;
 
 // A started event with a CPU subscriber and a remote_net publisher, as a DOCA program makes one
 // for a peer to update.
@@ -288,20 +276,6 @@ struct context_counts {
   bool idle = false;
 };
 
-template <typename Task, doca_task* (*as_task)(Task*)>
-void context_completed(Task* task, doca_data, doca_data ctx_data) {
-  EXPECT_EQ(doca_task_get_status(as_task(task)), DOCA_SUCCESS);
-  static_cast<context_counts*>(ctx_data.ptr)->completed++;
-  doca_task_free(as_task(task));
-}
-template <typename Task, doca_task* (*as_task)(Task*)>
-void context_failed(Task* task, doca_data, doca_data ctx_data) {
-  auto* counts = static_cast<context_counts*>(ctx_data.ptr);
-  counts->failed++;
-  counts->last_error = doca_task_get_status(as_task(task));
-  doca_task_free(as_task(task));
-}
-
 void on_context_state(const union doca_data user_data, struct doca_ctx*, enum doca_ctx_states,
                       enum doca_ctx_states next) {
   auto* counts = static_cast<context_counts*>(user_data.ptr);
@@ -324,20 +298,25 @@ TEST(doca_sync_event_ctx, tasks_complete_from_progress_and_waits_when_satisfied)
   context_counts counts;
   doca_sync_event* event = nullptr;
   ASSERT_EQ(doca_sync_event_create(&event), DOCA_SUCCESS);
-  ASSERT_EQ(doca_sync_event_task_get_set_conf(event, context_completed<se_get, se_get_task>,
-                                              context_failed<se_get, se_get_task>, 2),
+  ASSERT_EQ(
+      doca_sync_event_task_get_set_conf(event, count_completed<context_counts, se_get, se_get_task>,
+                                        count_failed<context_counts, se_get, se_get_task>, 2),
+      DOCA_SUCCESS);
+  ASSERT_EQ(doca_sync_event_task_notify_set_set_conf(
+                event, count_completed<context_counts, se_set, se_set_task>,
+                count_failed<context_counts, se_set, se_set_task>, 2),
             DOCA_SUCCESS);
-  ASSERT_EQ(doca_sync_event_task_notify_set_set_conf(event, context_completed<se_set, se_set_task>,
-                                                     context_failed<se_set, se_set_task>, 2),
+  ASSERT_EQ(doca_sync_event_task_notify_add_set_conf(
+                event, count_completed<context_counts, se_add, se_add_task>,
+                count_failed<context_counts, se_add, se_add_task>, 2),
             DOCA_SUCCESS);
-  ASSERT_EQ(doca_sync_event_task_notify_add_set_conf(event, context_completed<se_add, se_add_task>,
-                                                     context_failed<se_add, se_add_task>, 2),
+  ASSERT_EQ(doca_sync_event_task_wait_eq_set_conf(
+                event, count_completed<context_counts, se_eq, se_eq_task>,
+                count_failed<context_counts, se_eq, se_eq_task>, 1),
             DOCA_SUCCESS);
-  ASSERT_EQ(doca_sync_event_task_wait_eq_set_conf(event, context_completed<se_eq, se_eq_task>,
-                                                  context_failed<se_eq, se_eq_task>, 1),
-            DOCA_SUCCESS);
-  ASSERT_EQ(doca_sync_event_task_wait_neq_set_conf(event, context_completed<se_neq, se_neq_task>,
-                                                   context_failed<se_neq, se_neq_task>, 1),
+  ASSERT_EQ(doca_sync_event_task_wait_neq_set_conf(
+                event, count_completed<context_counts, se_neq, se_neq_task>,
+                count_failed<context_counts, se_neq, se_neq_task>, 1),
             DOCA_SUCCESS);
   doca_ctx* ctx = doca_sync_event_as_ctx(event);
   ASSERT_NE(ctx, nullptr);
@@ -422,9 +401,10 @@ TEST(doca_sync_event_ctx, a_stand_alone_event_is_no_context) {
   ASSERT_EQ(doca_sync_event_create(&event), DOCA_SUCCESS);
   ASSERT_EQ(doca_sync_event_start(event), DOCA_SUCCESS);
   EXPECT_EQ(doca_sync_event_as_ctx(event), nullptr);
-  EXPECT_EQ(doca_sync_event_task_get_set_conf(event, context_completed<se_get, se_get_task>,
-                                              context_failed<se_get, se_get_task>, 1),
-            DOCA_ERROR_BAD_STATE);
+  EXPECT_EQ(
+      doca_sync_event_task_get_set_conf(event, count_completed<context_counts, se_get, se_get_task>,
+                                        count_failed<context_counts, se_get, se_get_task>, 1),
+      DOCA_ERROR_BAD_STATE);
   EXPECT_EQ(doca_sync_event_destroy(event), DOCA_SUCCESS);
 }
 
@@ -442,8 +422,9 @@ struct wait_context {
 
   void start() {
     ASSERT_EQ(doca_sync_event_create(&event), DOCA_SUCCESS);
-    ASSERT_EQ(doca_sync_event_task_wait_eq_set_conf(event, context_completed<se_eq, se_eq_task>,
-                                                    context_failed<se_eq, se_eq_task>, 1),
+    ASSERT_EQ(doca_sync_event_task_wait_eq_set_conf(
+                  event, count_completed<context_counts, se_eq, se_eq_task>,
+                  count_failed<context_counts, se_eq, se_eq_task>, 1),
               DOCA_SUCCESS);
     ctx = doca_sync_event_as_ctx(event);
     ASSERT_EQ(doca_pe_create(&pe), DOCA_SUCCESS);
@@ -585,7 +566,8 @@ TEST(doca_sync_event_cpu_wait, runs_no_callback_of_an_engine_its_thread_drives) 
   doca_sync_event* other = nullptr;
   ASSERT_EQ(doca_sync_event_create(&other), DOCA_SUCCESS);
   context_counts counts;
-  doca_pe* pe = get_context<context_completed<se_get, se_get_task>>(other, &counts, 1);
+  doca_pe* pe =
+      get_context<count_completed<context_counts, se_get, se_get_task>>(other, &counts, 1);
   doca_pe_progress(pe);  // this thread drives pe
   uint64_t got = 0;
   se_get* get = nullptr;
@@ -670,13 +652,8 @@ TEST(doca_sync_event_cpu_wait, leaves_a_handed_off_engine_to_its_progress_thread
 
 // ---- A peer's remote tasks: a owns no event, b exports one; both rdma contexts in this thread.
 
-struct peer {
-  doca_dev* dev = nullptr;
-  doca_pe* pe = nullptr;
-  doca_rdma* rdma = nullptr;
-  doca_ctx* ctx = nullptr;
+struct peer : zc::doca::testing::rdma_side {
   peer* other = nullptr;
-  std::vector<uint8_t> blob;
   bool running = false;
   int completed = 0;
   int failed = 0;
@@ -688,31 +665,7 @@ void on_state(const union doca_data user_data, struct doca_ctx*, enum doca_ctx_s
   auto* p = static_cast<peer*>(user_data.ptr);
   if (next == DOCA_CTX_STATE_RUNNING) p->running = true;
   if (next == DOCA_CTX_STATE_IDLE) p->running = false;
-  if (next != DOCA_CTX_STATE_STARTING) return;
-  const void* details = nullptr;
-  size_t len = 0;
-  ASSERT_EQ(doca_rdma_export(p->rdma, &details, &len, nullptr), DOCA_SUCCESS);
-  p->blob.assign(static_cast<const uint8_t*>(details), static_cast<const uint8_t*>(details) + len);
-  if (!p->other->blob.empty()) {
-    ASSERT_EQ(doca_rdma_connect(p->rdma, p->other->blob.data(), p->other->blob.size(), nullptr),
-              DOCA_SUCCESS);
-    ASSERT_EQ(doca_rdma_connect(p->other->rdma, p->blob.data(), p->blob.size(), nullptr),
-              DOCA_SUCCESS);
-  }
-}
-
-template <typename Task, doca_task* (*as_task)(Task*)>
-void completed(Task* task, doca_data, doca_data ctx_data) {
-  EXPECT_EQ(doca_task_get_status(as_task(task)), DOCA_SUCCESS);
-  static_cast<peer*>(ctx_data.ptr)->completed++;
-  doca_task_free(as_task(task));
-}
-template <typename Task, doca_task* (*as_task)(Task*)>
-void failed(Task* task, doca_data, doca_data ctx_data) {
-  auto* p = static_cast<peer*>(ctx_data.ptr);
-  p->failed++;
-  p->last_error = doca_task_get_status(as_task(task));
-  doca_task_free(as_task(task));
+  if (next == DOCA_CTX_STATE_STARTING) zc::doca::testing::export_and_connect(*p, *p->other);
 }
 
 using get_task = doca_rdma_task_remote_net_sync_event_get;
@@ -730,19 +683,18 @@ class doca_sync_event_remote : public ::testing::TestWithParam<const char*> {
 
   void SetUp() override {
     for (peer* p : {&a, &b}) {
-      p->dev = open_device(GetParam());
-      ASSERT_NE(p->dev, nullptr);
-      ASSERT_EQ(doca_pe_create(&p->pe), DOCA_SUCCESS);
-      ASSERT_EQ(doca_rdma_create(p->dev, &p->rdma), DOCA_SUCCESS);
-      p->ctx = doca_rdma_as_ctx(p->rdma);
+      ASSERT_NO_FATAL_FAILURE(p->open(GetParam()));
       ASSERT_EQ(doca_rdma_task_remote_net_sync_event_get_set_conf(
-                    p->rdma, completed<get_task, get_as_task>, failed<get_task, get_as_task>, 4),
+                    p->rdma, count_completed<peer, get_task, get_as_task>,
+                    count_failed<peer, get_task, get_as_task>, 4),
                 DOCA_SUCCESS);
       ASSERT_EQ(doca_rdma_task_remote_net_sync_event_notify_set_set_conf(
-                    p->rdma, completed<set_task, set_as_task>, failed<set_task, set_as_task>, 4),
+                    p->rdma, count_completed<peer, set_task, set_as_task>,
+                    count_failed<peer, set_task, set_as_task>, 4),
                 DOCA_SUCCESS);
       ASSERT_EQ(doca_rdma_task_remote_net_sync_event_notify_add_set_conf(
-                    p->rdma, completed<add_task, add_as_task>, failed<add_task, add_as_task>, 4),
+                    p->rdma, count_completed<peer, add_task, add_as_task>,
+                    count_failed<peer, add_task, add_as_task>, 4),
                 DOCA_SUCCESS);
       ASSERT_EQ(doca_ctx_set_state_changed_cb(p->ctx, on_state), DOCA_SUCCESS);
       ASSERT_EQ(doca_ctx_set_user_data(p->ctx, doca_data{.ptr = p}), DOCA_SUCCESS);
@@ -764,11 +716,7 @@ class doca_sync_event_remote : public ::testing::TestWithParam<const char*> {
     if (remote != nullptr) {
       EXPECT_EQ(doca_sync_event_remote_net_destroy(remote), DOCA_SUCCESS);
     }
-    for (peer* p : {&a, &b}) {
-      enum doca_ctx_states state = DOCA_CTX_STATE_IDLE;
-      if (doca_ctx_get_state(p->ctx, &state) == DOCA_SUCCESS && state != DOCA_CTX_STATE_IDLE)
-        doca_ctx_stop(p->ctx);
-    }
+    for (peer* p : {&a, &b}) p->stop();
     progress_until([&] { return idle(a) && idle(b); });
     if (event != nullptr) {
       EXPECT_EQ(doca_sync_event_destroy(event), DOCA_SUCCESS);
@@ -776,11 +724,7 @@ class doca_sync_event_remote : public ::testing::TestWithParam<const char*> {
     for (doca_buf* buf : bufs) doca_buf_dec_refcount(buf, nullptr);
     EXPECT_EQ(doca_buf_inventory_destroy(inventory), DOCA_SUCCESS);
     EXPECT_EQ(doca_mmap_destroy(local_map), DOCA_SUCCESS);
-    for (peer* p : {&a, &b}) {
-      EXPECT_EQ(doca_rdma_destroy(p->rdma), DOCA_SUCCESS);
-      EXPECT_EQ(doca_pe_destroy(p->pe), DOCA_SUCCESS);
-      EXPECT_EQ(doca_dev_close(p->dev), DOCA_SUCCESS);
-    }
+    for (peer* p : {&a, &b}) p->close();
   }
 
   static bool idle(peer& p) { return zc::doca::testing::ctx_idle(p.ctx); }
