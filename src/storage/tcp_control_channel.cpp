@@ -13,7 +13,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <system_error>
+#include <tuple>
+#include <utility>
 
 #include "core/log.hpp"
 #include "core/thread.hpp"
@@ -86,6 +89,69 @@ int wait_connected(int fd, clock::time_point deadline) {
   }
 }
 
+// A listening socket on options.listen_address:port, and the port it got (port 0: the kernel's
+// pick). Throws status_error (in_use when the port is taken).
+std::pair<unique_fd, uint16_t> listen_on(uint16_t port, const tcp_server_options& options) {
+  unique_fd listener = new_socket();
+  // SO_REUSEADDR lets a restarted target bind while old connections sit in TIME_WAIT. The
+  // reference also set SO_LINGER 0 for that; we do not, since a reset can destroy a final
+  // response (shutdown_response) the peer has not read yet.
+  int one = 1;
+  if (::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
+    throw status_error(status::operating_system,
+                       fmt::format("Failed to set SO_REUSEADDR: {}", error_text(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(options.listen_address);
+  addr.sin_port = htons(port);
+  const std::string where = ipv4_endpoint{options.listen_address, port}.to_string();
+  if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    throw status_error(err == EADDRINUSE ? status::in_use : status::operating_system,
+                       fmt::format("Failed to listen on {}: {}", where, error_text(err)));
+  }
+  if (::listen(listener.get(), listen_backlog) != 0)
+    throw status_error(status::operating_system,
+                       fmt::format("Failed to listen on {}: {}", where, error_text(errno)));
+  socklen_t len = sizeof(addr);
+  if (::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw status_error(status::operating_system,
+                       fmt::format("getsockname failed: {}", error_text(errno)));
+  return {std::move(listener), ntohs(addr.sin_port)};
+}
+
+struct accepted_socket {
+  unique_fd socket;
+  std::string peer;  // "a.b.c.d:port"
+};
+
+// The next connection waiting on `listener` (non-blocking, no delay, keep-alive), or nothing when
+// none waits; an accept failure other than "none waits" is logged and ends the batch too.
+std::optional<accepted_socket> accept_one(int listener, uint16_t port) {
+  for (;;) {
+    sockaddr_in addr{};
+    socklen_t len = sizeof(addr);
+    unique_fd client(::accept4(listener, reinterpret_cast<sockaddr*>(&addr), &len,
+                               SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!client) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        ZC_SDK_LOG_ERROR("control server on port {}: accept failed: {}", port, error_text(errno));
+      return std::nullopt;
+    }
+    set_no_delay(client.get());
+    set_keepalive(client.get());
+    return accepted_socket{std::move(client), endpoint_name(addr)};
+  }
+}
+
+void log_connected(uint16_t port, const std::string& who, bool tls) {
+  if (tls)
+    ZC_SDK_LOG_INFO("control server on port {}: client {} connected, TLS handshake", port, who);
+  else
+    ZC_SDK_LOG_INFO("control server on port {}: client {} connected", port, who);
+}
+
 }  // namespace
 
 // ---- tcp_control_channel -------------------------------------------------------------------
@@ -138,6 +204,38 @@ void tcp_control_channel::attach(unique_fd socket, std::string peer, tls_session
   }
   handshake_deadline_ = clock::now() + tls_handshake_timeout;
   arm_handshake_timer(true);
+}
+
+std::string tcp_control_channel::tls_identity() const {
+  return tls_ && tls_->handshake_done() ? tls_->identity() : std::string();
+}
+
+void tcp_control_channel::complete_handshake(clock::time_point deadline) {
+  const std::string name = peer_;
+  for (;;) {
+    switch (handshake_step()) {
+      case handshake_state::done:
+        return;
+      case handshake_state::failed:
+        throw status_error(status::authentication, last_error_);
+      case handshake_state::in_progress:
+        break;
+    }
+    if (core::stop_requested()) {
+      close();
+      throw status_error(status::shutdown, fmt::format("Stopped the TLS handshake with {}", name));
+    }
+    const auto left = deadline - clock::now();
+    if (left <= clock::duration::zero()) {
+      close();
+      throw status_error(status::time_out,
+                         fmt::format("Timed out in the TLS handshake with {}", name));
+    }
+    // wait_fd() holds the socket (in the direction GnuTLS waits for) and the handshake timer.
+    pollfd fds[2] = {{wait_fd(), POLLIN, 0}, {core::stop_signal_fd(), POLLIN, 0}};
+    const int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+    (void)::poll(fds, fds[1].fd >= 0 ? 2 : 1, ms);
+  }
 }
 
 void tcp_control_channel::arm_handshake_timer(bool on) noexcept {
@@ -362,65 +460,26 @@ tcp_server_channel::tcp_server_channel(uint16_t port, size_t max_body_size)
 
 tcp_server_channel::tcp_server_channel(uint16_t port, const tcp_server_options& options,
                                        size_t max_body_size)
-    : tcp_control_channel(max_body_size, options.tls), listener_(new_socket()) {
-  // SO_REUSEADDR lets a restarted target bind while old connections sit in TIME_WAIT. The
-  // reference also set SO_LINGER 0 for that; we do not, since a reset can destroy a final
-  // response (shutdown_response) the peer has not read yet.
-  int one = 1;
-  if (::setsockopt(listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
-    throw status_error(status::operating_system,
-                       fmt::format("Failed to set SO_REUSEADDR: {}", error_text(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(options.listen_address);
-  addr.sin_port = htons(port);
-  const std::string where = ipv4_endpoint{options.listen_address, port}.to_string();
-  if (::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    const int err = errno;
-    throw status_error(err == EADDRINUSE ? status::in_use : status::operating_system,
-                       fmt::format("Failed to listen on {}: {}", where, error_text(err)));
-  }
-  if (::listen(listener_.get(), listen_backlog) != 0)
-    throw status_error(status::operating_system,
-                       fmt::format("Failed to listen on {}: {}", where, error_text(errno)));
-  socklen_t len = sizeof(addr);
-  if (::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw status_error(status::operating_system,
-                       fmt::format("getsockname failed: {}", error_text(errno)));
-  port_ = ntohs(addr.sin_port);
+    : tcp_control_channel(max_body_size, options.tls) {
+  std::tie(listener_, port_) = listen_on(port, options);
   watch_readable(listener_.get());
 }
 
 bool tcp_server_channel::accept_pending() {
   bool took = false;
-  for (;;) {
-    sockaddr_in addr{};
-    socklen_t len = sizeof(addr);
-    unique_fd client(::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&addr), &len,
-                               SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!client) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        ZC_SDK_LOG_ERROR("control server on port {}: accept failed: {}", port_, error_text(errno));
-      return took;
-    }
-    const std::string who = endpoint_name(addr);
+  while (auto client = accept_one(listener_.get(), port_)) {
     if (holds_socket()) {
       // One session per target: a second client is turned away now rather than left waiting
       // in the backlog for a session that will never come.
-      ZC_SDK_LOG_WARN("control server on port {}: rejected client {} while {} {}", port_, who,
-                      handshaking() ? "in a TLS handshake with" : "serving", peer());
-      continue;  // `client` closes here
+      ZC_SDK_LOG_WARN("control server on port {}: rejected client {} while {} {}", port_,
+                      client->peer, handshaking() ? "in a TLS handshake with" : "serving", peer());
+      continue;  // its socket closes here
     }
-    set_no_delay(client.get());
-    set_keepalive(client.get());
-    attach(std::move(client), who, tls_session::role::server);
-    if (uses_tls())
-      ZC_SDK_LOG_INFO("control server on port {}: client {} connected, TLS handshake", port_, who);
-    else
-      ZC_SDK_LOG_INFO("control server on port {}: client {} connected", port_, who);
+    log_connected(port_, client->peer, uses_tls());
+    attach(std::move(client->socket), std::move(client->peer), tls_session::role::server);
     took = true;
   }
+  return took;
 }
 
 void tcp_server_channel::step_client_handshake() {
@@ -455,6 +514,28 @@ receive_result tcp_server_channel::poll() {
   return current;
 }
 
+// ---- tcp_listener ----------------------------------------------------------------------------
+
+tcp_accepted_channel::tcp_accepted_channel(unique_fd socket, std::string peer,
+                                           std::shared_ptr<const psk_file> tls,
+                                           size_t max_body_size)
+    : tcp_control_channel(max_body_size, std::move(tls)) {
+  attach(std::move(socket), std::move(peer), tls_session::role::server);
+}
+
+tcp_listener::tcp_listener(uint16_t port, const tcp_server_options& options, size_t max_body_size)
+    : tls_(options.tls), max_body_size_(max_body_size) {
+  std::tie(listener_, port_) = listen_on(port, options);
+}
+
+std::unique_ptr<tcp_accepted_channel> tcp_listener::accept() {
+  auto client = accept_one(listener_.get(), port_);
+  if (!client) return nullptr;
+  log_connected(port_, client->peer, tls_ != nullptr);
+  return std::make_unique<tcp_accepted_channel>(std::move(client->socket), std::move(client->peer),
+                                                tls_, max_body_size_);
+}
+
 // ---- tcp_client_channel --------------------------------------------------------------------
 
 tcp_client_channel::tcp_client_channel(std::string_view address, clock::time_point deadline,
@@ -484,7 +565,7 @@ tcp_client_channel::tcp_client_channel(std::string_view address, clock::time_poi
       set_keepalive(fd.get());
       attach(std::move(fd), name, tls_session::role::client);
       if (uses_tls()) {
-        finish_handshake(deadline);
+        complete_handshake(deadline);
         ZC_SDK_LOG_INFO("control client connected to {} (TLS, identity '{}')", name,
                         this->tls_keys()->entries.front().identity);
       } else {
@@ -505,34 +586,6 @@ tcp_client_channel::tcp_client_channel(std::string_view address, clock::time_poi
       throw status_error(status::time_out,
                          fmt::format("Timed out connecting to {}: connection refused", name));
     (void)core::sleep_unless_stopped(std::min(now + connect_retry_interval, deadline));
-  }
-}
-
-void tcp_client_channel::finish_handshake(clock::time_point deadline) {
-  const std::string name = endpoint_.to_string();
-  for (;;) {
-    switch (handshake_step()) {
-      case handshake_state::done:
-        return;
-      case handshake_state::failed:
-        throw status_error(status::authentication, last_error());
-      case handshake_state::in_progress:
-        break;
-    }
-    if (core::stop_requested()) {
-      close();
-      throw status_error(status::shutdown, fmt::format("Stopped connecting to {}", name));
-    }
-    const auto left = deadline - clock::now();
-    if (left <= clock::duration::zero()) {
-      close();
-      throw status_error(status::time_out,
-                         fmt::format("Timed out connecting to {}: TLS handshake not done", name));
-    }
-    // wait_fd() holds the socket (in the direction GnuTLS waits for) and the handshake timer.
-    pollfd fds[2] = {{wait_fd(), POLLIN, 0}, {core::stop_signal_fd(), POLLIN, 0}};
-    const int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
-    (void)::poll(fds, fds[1].fd >= 0 ? 2 : 1, ms);
   }
 }
 

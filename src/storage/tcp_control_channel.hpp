@@ -5,10 +5,16 @@
 // ride inside TLS records, and a peer without the key never gets a frame through. Without one the
 // bytes on the wire are the reference's.
 //
-//   tcp_server_channel server{listen_port};                  // target
+//   tcp_server_channel server{listen_port};                  // target, one client at a time
 //   tcp_client_channel client{"192.168.1.20:1234", deadline}; // service
 //   tcp_server_channel tls_server{listen_port, {.tls = keys}};          // with --tls-psk
 //   tcp_client_channel tls_client{"192.168.1.20:1234", deadline, keys};
+//
+//   tcp_listener listener{listen_port, {.tls = keys}};       // target, many clients at once
+//   if (auto client = listener.accept()) {                   // when listener.wait_fd() reads
+//     client->complete_handshake(deadline);                  // on the client's own thread
+//     ... client->poll() / send() ...
+//   }
 #pragma once
 
 #include <chrono>
@@ -73,6 +79,15 @@ class tcp_control_channel : public control_channel {
   int native_handle() const noexcept { return socket_.get(); }
   // Whether connections are TLS (a key file was given).
   bool uses_tls() const noexcept { return static_cast<bool>(tls_keys_); }
+  // The identity the peer's key was found under; empty without TLS or before the handshake.
+  std::string tls_identity() const;
+
+  // Drives a fresh connection's TLS handshake to its end, sleeping in between (returns at once
+  // without TLS). Throws status_error: authentication with "TLS handshake with a.b.c.d:port
+  // failed: ..." (or "... timed out ...") when the peer has no matching key, does not speak TLS
+  // or is too slow; time_out at `deadline`; shutdown when a stop is requested. The connection is
+  // closed when it throws.
+  void complete_handshake(std::chrono::steady_clock::time_point deadline);
 
  protected:
   // `tls_keys`: null for the plain protocol.
@@ -157,6 +172,38 @@ class tcp_server_channel final : public tcp_control_channel {
   uint16_t port_ = 0;
 };
 
+// One client of a tcp_listener, for exactly that client: it never takes another. Made with its
+// socket set up (no delay, keep-alive) and, with TLS, its handshake started: the owner completes
+// it (complete_handshake) before the client counts as connected.
+class tcp_accepted_channel final : public tcp_control_channel {
+ public:
+  // A socket accept4() returned (non-blocking), named `peer` ("a.b.c.d:port").
+  tcp_accepted_channel(unique_fd socket, std::string peer, std::shared_ptr<const psk_file> tls,
+                       size_t max_body_size = default_max_body_size);
+};
+
+// Listens on listen_address:port and hands every client over as its own channel, for a server
+// that serves several at once (each on its own thread; the listener is its owner's). The options
+// and the errors are those of tcp_server_channel.
+class tcp_listener {
+ public:
+  // port 0 picks a free port (see port()). Throws status_error when the port cannot be bound.
+  tcp_listener(uint16_t port, const tcp_server_options& options,
+               size_t max_body_size = default_max_body_size);
+
+  uint16_t port() const noexcept { return port_; }
+  // Readable while a client waits to be accepted.
+  int wait_fd() const noexcept { return listener_.get(); }
+  // The next client waiting (logged), or null when none does. Never blocks.
+  std::unique_ptr<tcp_accepted_channel> accept();
+
+ private:
+  unique_fd listener_;
+  uint16_t port_ = 0;
+  std::shared_ptr<const psk_file> tls_;
+  size_t max_body_size_;
+};
+
 // Connects to a server. No reconnection once the connection is lost.
 class tcp_client_channel final : public tcp_control_channel {
  public:
@@ -177,9 +224,6 @@ class tcp_client_channel final : public tcp_control_channel {
   const ipv4_endpoint& endpoint() const noexcept { return endpoint_; }
 
  private:
-  // Drives the TLS handshake of a fresh connection to its end (see the constructor).
-  void finish_handshake(std::chrono::steady_clock::time_point deadline);
-
   ipv4_endpoint endpoint_;
 };
 
