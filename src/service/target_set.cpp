@@ -54,6 +54,14 @@ void target_set::lost(size_t target, const std::string& why) {
                     fmt::format("storage {} connection lost: {}", name(target), why));
 }
 
+void target_set::check_keep_alive_answer(size_t target, const message& answer) {
+  if (answer.type != message_type::error_response) return;
+  // The first request of a connection the target has no room for is answered with the reason
+  // (a keep-alive, when no client came yet).
+  const auto* e = std::get_if<storage::error_response_payload>(&answer.payload);
+  lost(target, fmt::format("it refused the session: {}", e ? e->message : "no reason given"));
+}
+
 uint32_t target_set::send(size_t target, const target_request& what) {
   if (target >= channels_.size())
     throw status_error(status::invalid_value, fmt::format("no storage target {}", target));
@@ -98,7 +106,10 @@ message target_set::wait_response(size_t target, uint32_t mid, message_type expe
       lost(target, got.text.empty() ? std::string(status_name(got.code)) : got.text);
     alive_[target].heard(std::chrono::steady_clock::now());
     message& reply = *got.msg;
-    if (reply.message_id == storage::keep_alive_message_id) continue;  // a keep-alive's answer
+    if (reply.message_id == storage::keep_alive_message_id) {
+      check_keep_alive_answer(target, reply);
+      continue;
+    }
     if (reply.message_id != mid) {
       // A late answer to a request that timed out answers nothing waited for now. A few are
       // possible (one per request given up on); a stream of them is a broken peer.
@@ -152,7 +163,10 @@ void target_set::check_connections() {
       if (got.failed()) lost(i, got.text.empty() ? std::string(status_name(got.code)) : got.text);
       if (!got.msg) break;
       alive_[i].heard(now);
-      if (got.msg->message_id == storage::keep_alive_message_id) continue;
+      if (got.msg->message_id == storage::keep_alive_message_id) {
+        check_keep_alive_answer(i, *got.msg);
+        continue;
+      }
       ZC_LOG_WARN("storage {}: dropped unrequested {} id {}", name(i),
                   storage::to_string(got.msg->type), got.msg->message_id);
     }

@@ -104,6 +104,8 @@ class target_set {
   storage::message wait_response(size_t target, uint32_t mid, storage::message_type expected,
                                  std::chrono::steady_clock::time_point deadline);
   [[noreturn]] void lost(size_t target, const std::string& why);
+  // An error_response to a keep-alive: the target refused the session (lost).
+  void check_keep_alive_answer(size_t target, const storage::message& answer);
 
   std::chrono::milliseconds timeout_;
   std::vector<std::string> addresses_;
