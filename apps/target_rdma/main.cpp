@@ -25,10 +25,10 @@ int main(int argc, char** argv) {
                 storage->durable() ? "durable" : "volatile");
 
     // With --listen-port 0 the kernel picks the port: this line is how a launcher learns it.
-    storage::tcp_server_channel channel(config.listen_port, {config.listen_ipv4, config.tls_psk});
-    ZC_LOG_INFO("listening on port {}", channel.port());
-    target::warn_if_unauthenticated(config, channel.port());
+    storage::tcp_listener listener(config.listen_port, {config.listen_ipv4, config.tls_psk});
+    ZC_LOG_INFO("listening on port {}", listener.port());
+    target::warn_if_unauthenticated(config, listener.port());
     target::target_service service(config, *storage, config.block_size);
-    return service.run(channel);
+    return service.run(listener);
   });
 }

@@ -48,6 +48,11 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
       ->capture_default_str();
   app.add_flag("--keep-serving", out.keep_serving,
                "Take the next service after a session ends with shutdown (default: exit then)");
+  app.add_option("--max-sessions", out.max_sessions,
+                 "Services served at once, each with its own workers and the whole storage "
+                 "(above 1: needs --keep-serving)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, max_sessions_limit));
   int64_t keep_alive_seconds = storage::default_keep_alive_seconds;
   app.add_option("--keep-alive-timeout", keep_alive_seconds,
                  "Seconds a service may stay silent (keep-alives included) before its session "
@@ -65,6 +70,12 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
     out.listen_ipv4 = storage::parse_ipv4_address(out.listen_address);
   } catch (const status_error& e) {
     std::cerr << program_name << ": --listen-address: " << e.what() << "\n";
+    return core::exit_bad_usage;
+  }
+  if (out.max_sessions > 1 && !out.keep_serving) {
+    std::cerr << program_name
+              << ": --max-sessions above 1 needs --keep-serving (without it one service's "
+                 "shutdown would end every other session)\n";
     return core::exit_bad_usage;
   }
   if (!storage::load_psk_flag(program_name, out.tls_psk_path, out.tls_psk))
@@ -91,6 +102,7 @@ void print_config(const target_config& config) {
   fmt::print("\tbacking_file: \"{}\"\n", config.backing_file);
   fmt::print("\tblock_count: {}\n", config.block_count);
   fmt::print("\tblock_size: {}\n", config.block_size);
+  if (config.max_sessions != 1) fmt::print("\tmax_sessions: {}\n", config.max_sessions);
   fmt::print("}}\n");
   std::fflush(stdout);
 }

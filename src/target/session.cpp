@@ -2,7 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "core/log.hpp"
 #include "core/thread.hpp"
@@ -17,6 +23,15 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr auto poll_slice = 1s;  // how often a waiting target looks at Ctrl-C
+// How long a client has for its TLS handshake (the handshake's own bound, and a margin).
+constexpr auto handshake_bound = storage::tls_handshake_timeout + 1s;
+// How long a client that finds every slot taken waits for one (a session ending as it arrives),
+// and then has to send the request that gets the refusal.
+constexpr auto slot_wait = 2s;
+constexpr auto refusal_wait = 2s;
+// Clients without a slot (in their TLS handshake, waiting for a slot, or being refused) at once;
+// clients beyond them are closed without an answer (a flood).
+constexpr size_t max_slotless = 16;
 
 message_type expected_request(int stage) {
   constexpr message_type order[] = {
@@ -29,58 +44,19 @@ message_type expected_request(int stage) {
 
 }  // namespace
 
-target_service::target_service(const service_options& config, target_storage& storage,
-                               uint32_t block_size)
+target_session::target_session(const service_options& config, const core::device& device,
+                               target_storage& storage, uint32_t block_size, uint64_t number)
     : config_(config),
-      device_(core::device::open(config.device)),
+      device_(device),
       storage_(storage),
-      block_size_(block_size) {}
+      block_size_(block_size),
+      number_(number) {}
 
-target_service::~target_service() {
+target_session::~target_session() {
   teardown();
 }
 
-int target_service::run(storage::control_channel& channel) {
-  uint64_t sessions = 0;
-  while (!exit_ && !core::stop_requested()) {
-    status s = storage::wait_until_connected(channel, poll_slice);
-    if (s == status::time_out) continue;
-    if (!ok(s)) break;
-    ZC_LOG_INFO("service connected");
-    serve(channel);
-    if (!config_.keep_serving) continue;
-    // Each session's own block, printed as it ends.
-    teardown();
-    ++sessions;
-    print_stats();
-    stats_.clear();
-    ZC_LOG_INFO("session {} ended{}", sessions,
-                core::stop_requested() ? "" : "; waiting for the next service");
-  }
-  teardown();
-  if (!config_.keep_serving || sessions == 0) print_stats();
-  if (data_path_errors_ != 0) {
-    ZC_LOG_ERROR("the data path had {} errors", data_path_errors_);
-    return 1;
-  }
-  return 0;
-}
-
-void target_service::print_stats() {
-  // No session got as far as its workers (Ctrl-C while idle): one empty block per core, so the
-  // output always has the reference's per-core blocks.
-  if (stats_.empty())
-    for (uint32_t cpu : config_.cpus) stats_.push_back(worker_stats{cpu, 0, 0, 0, 0});
-  std::vector<storage::core_stats> blocks;
-  for (const auto& w : stats_) {
-    blocks.push_back({w.cpu, w.operations, std::nullopt, w.pe_hits, w.pe_misses});
-  }
-  std::fputs(storage::format_core_stats(blocks).c_str(), stdout);
-  std::fflush(stdout);
-}
-
-void target_service::serve(storage::control_channel& channel) {
-  stage_ = stage::query;
+target_session::outcome target_session::serve(storage::control_channel& channel) {
   storage::keep_alive alive(config_.keep_alive_timeout);
   while (stage_ != stage::done) {
     auto received = storage::wait_for(channel, poll_slice);
@@ -89,48 +65,46 @@ void target_service::serve(storage::control_channel& channel) {
       // Polled empty just now: the silence is real.
       if (!alive.expired(now)) continue;
       ZC_LOG_ERROR(
-          "the service sent nothing, not even a keep-alive, for more than {} s: "
+          "session {}: the service sent nothing, not even a keep-alive, for more than {} s: "
           "ending the session",
-          alive.timeout().count() / 1000);
+          number_, alive.timeout().count() / 1000);
       channel.close();
       teardown();
-      return;
+      return outcome::ended;
     }
     if (received.code == status::shutdown) {
-      ZC_LOG_INFO("stop requested: ending the session");
-      exit_ = true;
-      return;
+      ZC_LOG_INFO("session {}: stop requested: ending the session", number_);
+      teardown();
+      return outcome::stopped;
     }
     if (received.failed()) {
-      ZC_LOG_ERROR("control connection lost ({}): ending the session",
+      ZC_LOG_ERROR("session {}: control connection lost ({}): ending the session", number_,
                    received.text.empty() ? status_name(received.code) : received.text);
       channel.close();
       teardown();
-      return;
+      return outcome::ended;
     }
     alive.heard(now);
     const message& request = *received.msg;
-    ZC_LOG_DEBUG("received {} id {}", storage::to_string(request.type), request.message_id);
+    ZC_LOG_DEBUG("session {}: received {} id {}", number_, storage::to_string(request.type),
+                 request.message_id);
     message reply = request.type == message_type::keep_alive_request
                         ? storage::make_response(request, message_type::keep_alive_response)
                         : handle(request);
     if (status s = channel.send(reply); !ok(s)) {
-      ZC_LOG_ERROR("cannot answer the service: {}", channel.last_error());
+      ZC_LOG_ERROR("session {}: cannot answer the service: {}", number_, channel.last_error());
       channel.close();
       teardown();
-      return;
+      return outcome::ended;
     }
   }
   // Let the last response go out before the program ends or the next service comes.
   [[maybe_unused]] auto last = storage::wait_for(channel, 100ms);
-  if (config_.keep_serving) {
-    channel.close();
-    return;
-  }
-  exit_ = true;
+  channel.close();
+  return outcome::shutdown;
 }
 
-message target_service::handle(const message& request) {
+message target_session::handle(const message& request) {
   if (request.type == message_type::shutdown_request) {
     teardown();
     stage_ = stage::done;
@@ -157,19 +131,19 @@ message target_service::handle(const message& request) {
     }
     throw status_error(status::bad_state, "no request is expected now");
   } catch (const status_error& e) {
-    ZC_LOG_ERROR("{} failed: {}", storage::to_string(request.type), e.what());
+    ZC_LOG_ERROR("session {}: {} failed: {}", number_, storage::to_string(request.type), e.what());
     return storage::make_error_response(request, e.code(), e.what());
   }
 }
 
-message target_service::on_query(const message& request) {
+message target_session::on_query(const message& request) {
   stage_ = stage::init;
   return storage::make_response(
       request, message_type::query_storage_response,
       storage::query_storage_response_payload{storage_.map().size(), block_size_});
 }
 
-message target_service::on_init(const message& request) {
+message target_session::on_init(const message& request) {
   const auto& init = std::get<storage::init_storage_request_payload>(request.payload);
   if (init.core_count == 0 || init.core_count > config_.cpus.size())
     throw status_error(status::invalid_value,
@@ -188,13 +162,14 @@ message target_service::on_init(const message& request) {
     teardown();
     throw status_error(e.code(), std::string("Failed to create worker objects: ") + e.what());
   }
-  ZC_LOG_INFO("init: {} workers with {} transactions each, requester region of {} bytes",
-              init.core_count, init.transaction_count, remote_->size());
+  ZC_LOG_INFO(
+      "session {}: init: {} workers with {} transactions each, requester region of {} bytes",
+      number_, init.core_count, init.transaction_count, remote_->size());
   stage_ = stage::connect;
   return storage::make_response(request, message_type::init_storage_response);
 }
 
-message target_service::on_create_connection(const message& request) {
+message target_session::on_create_connection(const message& request) {
   const auto& conn = std::get<storage::rdma_connection_payload>(request.payload);
   if (conn.context_idx >= workers_.size())
     throw status_error(status::invalid_value,
@@ -209,7 +184,7 @@ message target_service::on_create_connection(const message& request) {
       storage::rdma_connection_payload{conn.context_idx, conn.role, std::move(mine)});
 }
 
-message target_service::on_start(const message& request) {
+message target_session::on_start(const message& request) {
   for (auto& w : workers_)
     if (!w->ready())
       throw status_error(status::bad_state,
@@ -217,19 +192,18 @@ message target_service::on_start(const message& request) {
                          "RDMA connections are running");
   for (auto& w : workers_) w->start_data_path();
   stage_ = stage::running;
-  ZC_LOG_INFO("data path started on {} workers", workers_.size());
+  ZC_LOG_INFO("session {}: data path started on {} workers", number_, workers_.size());
   return storage::make_response(request, message_type::start_storage_response);
 }
 
-message target_service::on_stop(const message& request) {
+message target_session::on_stop(const message& request) {
   stop_workers();
   stage_ = stage::stopped;
   return storage::make_response(request, message_type::stop_storage_response);
 }
 
-// Once per session: the printed stats are the last session's, but its errors are added to those
-// of every earlier session, so that the exit status reports them all.
-void target_service::stop_workers() {
+// Once per set of workers: their stats and errors are kept for the session's end.
+void target_session::stop_workers() {
   if (workers_.empty() || workers_stopped_) return;
   workers_stopped_ = true;
   stats_.clear();
@@ -239,16 +213,199 @@ void target_service::stop_workers() {
     const worker_stats& s = stats_.back();
     data_path_errors_ += s.errors;
     if (s.errors != 0)
-      ZC_LOG_ERROR("worker on cpu {}: {} operations, {} errors ({} messages refused)", s.cpu,
-                   s.operations, s.errors, s.refused_messages);
+      ZC_LOG_ERROR("session {}: worker on cpu {}: {} operations, {} errors ({} messages refused)",
+                   number_, s.cpu, s.operations, s.errors, s.refused_messages);
   }
 }
 
-void target_service::teardown() {
+void target_session::teardown() {
   stop_workers();
   workers_.clear();
   workers_stopped_ = false;
   remote_.reset();
+}
+
+// ---- target_service ----------------------------------------------------------------------------
+
+target_service::target_service(const service_options& config, target_storage& storage,
+                               uint32_t block_size)
+    : config_(config),
+      device_(core::device::open(config.device)),
+      storage_(storage),
+      block_size_(block_size),
+      ended_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      free_slots_(config.max_sessions) {
+  if (!ended_)
+    throw status_error(status::operating_system,
+                       fmt::format("Failed to create an eventfd: {}", std::strerror(errno)));
+}
+
+target_service::~target_service() {
+  // Only after an exception out of run(): every session ends as on Ctrl-C before its thread,
+  // which uses this object, is joined.
+  if (connections_.empty()) return;
+  core::request_stop();
+  for (connection& c : connections_) c.thread.join();
+}
+
+int target_service::run(storage::tcp_listener& listener) {
+  while (!exit_ && !core::stop_requested()) {
+    pollfd fds[3] = {{listener.wait_fd(), POLLIN, 0},
+                     {ended_.get(), POLLIN, 0},
+                     {core::stop_signal_fd(), POLLIN, 0}};
+    const int ms = static_cast<int>(std::chrono::milliseconds(poll_slice).count());
+    if (::poll(fds, fds[2].fd >= 0 ? 3 : 2, ms) < 0 && errno != EINTR)
+      throw status_error(status::operating_system,
+                         fmt::format("poll failed: {}", std::strerror(errno)));
+    reap(false);
+    if (exit_) break;
+    while (auto client = listener.accept()) admit(std::move(client));
+  }
+  // Ctrl-C ends every session (each sees the stop); a shutdown that ends the program leaves at
+  // most refusals, which end within their bound.
+  reap(true);
+  if (!config_.keep_serving || sessions_ended_ == 0) print_stats(last_stats_);
+  if (data_path_errors_ != 0) {
+    ZC_LOG_ERROR("the data path had {} errors", data_path_errors_);
+    return 1;
+  }
+  return 0;
+}
+
+void target_service::admit(std::unique_ptr<storage::tcp_accepted_channel> channel) {
+  {
+    std::lock_guard lock(slots_mutex_);
+    if (slotless_ >= max_slotless) {
+      ZC_LOG_WARN("closed client {} at once: {} more clients are in their handshake or wait",
+                  channel->peer(), slotless_);
+      return;
+    }
+    ++slotless_;
+  }
+  connection& c = connections_.emplace_back();
+  c.channel = std::move(channel);
+  c.peer = c.channel->peer();
+  c.thread = std::thread([this, &c] {
+    attend(c);
+    c.channel.reset();
+    c.done.store(true, std::memory_order_release);
+    const uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(ended_.get(), &one, sizeof(one));
+  });
+}
+
+// A client holds a slot only once it is authenticated: one that never finishes its handshake
+// keeps no service out.
+void target_service::attend(connection& c) {
+  bool has_slot = false;
+  try {
+    c.channel->complete_handshake(std::chrono::steady_clock::now() + handshake_bound);
+    has_slot = take_slot(slot_wait);
+    if (!has_slot && !core::stop_requested()) refuse(c);
+  } catch (const status_error& e) {
+    // Never a session: a client without the key, or a stop in the middle.
+    if (e.code() != status::shutdown) ZC_LOG_WARN("control server: {}", e.what());
+  }
+  {
+    std::lock_guard lock(slots_mutex_);
+    --slotless_;
+  }
+  if (!has_slot) return;
+  serve(c);
+  // The session's descriptors are gone before the next one can take the slot.
+  c.channel.reset();
+  give_slot();
+}
+
+bool target_service::take_slot(std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  std::unique_lock lock(slots_mutex_);
+  // Short slices: a stop request does not notify the condition.
+  while (free_slots_ == 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (core::stop_requested() || now >= deadline) return false;
+    slot_freed_.wait_until(lock, std::min(deadline, now + 100ms));
+  }
+  --free_slots_;
+  return true;
+}
+
+void target_service::give_slot() {
+  {
+    std::lock_guard lock(slots_mutex_);
+    ++free_slots_;
+  }
+  slot_freed_.notify_one();
+}
+
+// On the connection's own thread, with a slot.
+void target_service::serve(connection& c) {
+  if (const std::string id = c.channel->tls_identity(); !id.empty())
+    ZC_LOG_INFO("control server: TLS session with {} established (identity '{}')", c.peer, id);
+  c.number = sessions_connected_.fetch_add(1) + 1;
+  ZC_LOG_INFO("service connected from {}: session {}", c.peer, c.number);
+  try {
+    target_session session(config_, device_, storage_, block_size_, c.number);
+    c.outcome = session.serve(*c.channel);
+    c.stats = session.stats();
+    c.errors = session.data_path_errors();
+  } catch (const std::exception& e) {
+    ZC_LOG_ERROR("session {}: {}: ending the session", c.number, e.what());
+    c.outcome = target_session::outcome::ended;
+  }
+}
+
+// On the connection's own thread, without a slot: the client's first request gets an in_use
+// error that says why.
+void target_service::refuse(connection& c) {
+  const std::string why = fmt::format(
+      "the target serves {} sessions, its limit (--max-sessions {}): try again once one ends",
+      config_.max_sessions, config_.max_sessions);
+  ZC_LOG_WARN("refused service {}: {}", c.peer, why);
+  auto first = storage::wait_for(*c.channel, refusal_wait);
+  if (!first.msg) return;
+  if (ok(c.channel->send(storage::make_error_response(*first.msg, status::in_use, why))))
+      [[maybe_unused]]
+    auto flushed = storage::wait_for(*c.channel, 100ms);
+  c.channel->close();
+}
+
+void target_service::reap(bool wait_all) {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    connection& c = *it;
+    if (!wait_all && !c.done.load(std::memory_order_acquire)) {
+      ++it;
+      continue;
+    }
+    c.thread.join();
+    if (c.number != 0) {
+      data_path_errors_ += c.errors;
+      if (!c.stats.empty()) last_stats_ = c.stats;
+      if (c.outcome == target_session::outcome::shutdown && !config_.keep_serving) exit_ = true;
+      if (config_.keep_serving) {
+        // Each session's own block, printed as it ends.
+        ++sessions_ended_;
+        print_stats(c.stats);
+        ZC_LOG_INFO("session {} ended{}", c.number,
+                    exit_ || core::stop_requested() ? "" : "; waiting for the next service");
+      }
+    }
+    it = connections_.erase(it);
+  }
+  uint64_t drained = 0;
+  [[maybe_unused]] auto n = ::read(ended_.get(), &drained, sizeof(drained));
+}
+
+void target_service::print_stats(const std::vector<worker_stats>& stats) {
+  std::vector<storage::core_stats> blocks;
+  for (const auto& w : stats)
+    blocks.push_back({w.cpu, w.operations, std::nullopt, w.pe_hits, w.pe_misses});
+  // No session got as far as its workers (Ctrl-C while idle): one empty block per core, so the
+  // output always has the reference's per-core blocks.
+  if (stats.empty())
+    for (uint32_t cpu : config_.cpus) blocks.push_back({cpu, 0, std::nullopt, 0, 0});
+  std::fputs(storage::format_core_stats(blocks).c_str(), stdout);
+  std::fflush(stdout);
 }
 
 }  // namespace zc::target

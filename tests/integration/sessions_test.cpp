@@ -155,6 +155,75 @@ TEST(sessions, a_frozen_service_is_found_by_the_target_which_serves_the_next_one
   p.service->signal(SIGKILL);
 }
 
+std::string target_session_started(uint64_t session) {
+  return ": session " + std::to_string(session) + "\n";
+}
+
+// A run of `operations` validated reads and writes through `p`'s long-running service.
+void validate_through(pipeline& p, uint64_t operations) {
+  p.start_initiator("read_write_data_validity_test", operations, {"--transaction-count", "8"});
+  ASSERT_EQ(p.initiator->wait(run_timeout), std::optional<int>(0)) << p.all_output();
+}
+
+// --max-sessions 2: two services hold a session on one target at the same time (each dials its
+// target when it starts), each one's clients run validated IO through it, and a service killed
+// with -9 ends only its own session on the target.
+TEST(sessions, two_services_share_one_target_and_a_killed_one_ends_only_its_session) {
+  pipeline a(keep_serving({}, {"--max-sessions", "2"}));
+  ASSERT_TRUE(a.start_target() && a.start_service()) << a.all_output();
+  pipeline b(keep_serving());
+  b.use_target_port(a.port());
+  ASSERT_TRUE(b.start_service()) << b.all_output() << a.all_output();
+  ASSERT_TRUE(a.target->wait_for_output(target_session_started(2), start_timeout))
+      << a.all_output();
+  EXPECT_NE(a.target->output().find("max_sessions: 2"), std::string::npos) << a.all_output();
+
+  // Each service's session ends with its client and the service dials the target again for the
+  // next one; the other service's session stays up meanwhile, and no one is refused.
+  validate_through(a, 200);
+  validate_through(b, 200);
+  validate_through(a, 200);
+  EXPECT_EQ(a.target->output().find("refused service"), std::string::npos) << a.all_output();
+
+  b.service->signal(SIGKILL);
+  ASSERT_TRUE(b.service->wait(start_timeout).has_value());
+  ASSERT_TRUE(a.target->wait_for_output("control connection lost", start_timeout))
+      << a.all_output();
+  validate_through(a, 200);
+  a.service->signal(SIGINT);
+  a.target->signal(SIGINT);
+  EXPECT_EQ(a.service->wait(start_timeout), std::optional<int>(0)) << a.all_output();
+  EXPECT_EQ(a.target->wait(start_timeout), std::optional<int>(0)) << a.all_output();
+}
+
+// A service beyond the target's --max-sessions gets a clear error, never silence, and the
+// session the target serves goes on.
+TEST(sessions, a_service_beyond_the_targets_max_sessions_is_refused_with_a_clear_status) {
+  pipeline a(keep_serving());
+  ASSERT_TRUE(a.start_target() && a.start_service()) << a.all_output();
+  ASSERT_TRUE(a.target->wait_for_output(target_session_started(1), start_timeout))
+      << a.all_output();
+  pipeline b;  // the reference's one session: it ends when its target refuses it
+  b.use_target_port(a.port());
+  ASSERT_TRUE(b.start_service(false)) << b.all_output();
+  const auto code = b.service->wait(start_timeout);
+  ASSERT_TRUE(code.has_value()) << b.all_output() << a.all_output();
+  EXPECT_NE(*code, 0) << b.all_output();
+  EXPECT_NE(b.service->output().find("its limit (--max-sessions 1)"), std::string::npos)
+      << b.all_output() << a.all_output();
+  EXPECT_TRUE(a.target->wait_for_output("refused service 127.0.0.1:", start_timeout))
+      << a.all_output();
+  validate_through(a, 200);
+}
+
+TEST(sessions, max_sessions_above_one_needs_keep_serving) {
+  subprocess s({binary("zcstore_target_rdma"), "--cpu", "0", "--listen-port", "0", "--block-size",
+                "4096", "--block-count", "4", "--max-sessions", "2"});
+  EXPECT_EQ(s.wait(start_timeout), std::optional<int>(2)) << s.output();
+  EXPECT_NE(s.output().find("--max-sessions above 1 needs --keep-serving"), std::string::npos)
+      << s.output();
+}
+
 // A target that stops answering is found by the service's keep-alive while it waits for a client.
 TEST(sessions, a_frozen_target_is_found_by_the_services_keep_alive) {
   pipeline p({.service_flags = {"--keep-alive-timeout", "2"}});
