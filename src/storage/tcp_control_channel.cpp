@@ -31,8 +31,10 @@ using clock = std::chrono::steady_clock;
 // recv() granularity; control messages are small, so one call usually takes a whole frame.
 constexpr size_t read_chunk = 4096;
 // The reference used a backlog of 1; a little more lets a rejected extra client get its prompt
-// close instead of a connect timeout.
+// close instead of a connect timeout. A listener of many clients keeps those it cannot take yet
+// in its backlog.
 constexpr int listen_backlog = 4;
+constexpr int listener_backlog = 128;
 
 std::string endpoint_name(const sockaddr_in& addr) {
   return ipv4_endpoint{ntohl(addr.sin_addr.s_addr), ntohs(addr.sin_port)}.to_string();
@@ -91,7 +93,8 @@ int wait_connected(int fd, clock::time_point deadline) {
 
 // A listening socket on options.listen_address:port, and the port it got (port 0: the kernel's
 // pick). Throws status_error (in_use when the port is taken).
-std::pair<unique_fd, uint16_t> listen_on(uint16_t port, const tcp_server_options& options) {
+std::pair<unique_fd, uint16_t> listen_on(uint16_t port, const tcp_server_options& options,
+                                         int backlog) {
   unique_fd listener = new_socket();
   // SO_REUSEADDR lets a restarted target bind while old connections sit in TIME_WAIT. The
   // reference also set SO_LINGER 0 for that; we do not, since a reset can destroy a final
@@ -110,7 +113,7 @@ std::pair<unique_fd, uint16_t> listen_on(uint16_t port, const tcp_server_options
     throw status_error(err == EADDRINUSE ? status::in_use : status::operating_system,
                        fmt::format("Failed to listen on {}: {}", where, error_text(err)));
   }
-  if (::listen(listener.get(), listen_backlog) != 0)
+  if (::listen(listener.get(), backlog) != 0)
     throw status_error(status::operating_system,
                        fmt::format("Failed to listen on {}: {}", where, error_text(errno)));
   socklen_t len = sizeof(addr);
@@ -126,7 +129,7 @@ struct accepted_socket {
 };
 
 // The next connection waiting on `listener` (non-blocking, no delay, keep-alive), or nothing when
-// none waits; an accept failure other than "none waits" is logged and ends the batch too.
+// none waits. Throws status_error when accepting fails otherwise (out of descriptors, say).
 std::optional<accepted_socket> accept_one(int listener, uint16_t port) {
   for (;;) {
     sockaddr_in addr{};
@@ -135,9 +138,10 @@ std::optional<accepted_socket> accept_one(int listener, uint16_t port) {
                                SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!client) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        ZC_SDK_LOG_ERROR("control server on port {}: accept failed: {}", port, error_text(errno));
-      return std::nullopt;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
+      throw status_error(
+          status::operating_system,
+          fmt::format("control server on port {}: accept failed: {}", port, error_text(errno)));
     }
     set_no_delay(client.get());
     set_keepalive(client.get());
@@ -461,13 +465,21 @@ tcp_server_channel::tcp_server_channel(uint16_t port, size_t max_body_size)
 tcp_server_channel::tcp_server_channel(uint16_t port, const tcp_server_options& options,
                                        size_t max_body_size)
     : tcp_control_channel(max_body_size, options.tls) {
-  std::tie(listener_, port_) = listen_on(port, options);
+  std::tie(listener_, port_) = listen_on(port, options, listen_backlog);
   watch_readable(listener_.get());
 }
 
 bool tcp_server_channel::accept_pending() {
   bool took = false;
-  while (auto client = accept_one(listener_.get(), port_)) {
+  for (;;) {
+    std::optional<accepted_socket> client;
+    try {
+      client = accept_one(listener_.get(), port_);
+    } catch (const status_error& e) {
+      ZC_SDK_LOG_ERROR("{}", e.what());
+      return took;
+    }
+    if (!client) return took;
     if (holds_socket()) {
       // One session per target: a second client is turned away now rather than left waiting
       // in the backlog for a session that will never come.
@@ -479,7 +491,6 @@ bool tcp_server_channel::accept_pending() {
     attach(std::move(client->socket), std::move(client->peer), tls_session::role::server);
     took = true;
   }
-  return took;
 }
 
 void tcp_server_channel::step_client_handshake() {
@@ -525,7 +536,7 @@ tcp_accepted_channel::tcp_accepted_channel(unique_fd socket, std::string peer,
 
 tcp_listener::tcp_listener(uint16_t port, const tcp_server_options& options, size_t max_body_size)
     : tls_(options.tls), max_body_size_(max_body_size) {
-  std::tie(listener_, port_) = listen_on(port, options);
+  std::tie(listener_, port_) = listen_on(port, options, listener_backlog);
 }
 
 std::unique_ptr<tcp_accepted_channel> tcp_listener::accept() {

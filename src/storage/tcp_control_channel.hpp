@@ -5,7 +5,7 @@
 // ride inside TLS records, and a peer without the key never gets a frame through. Without one the
 // bytes on the wire are the reference's.
 //
-//   tcp_server_channel server{listen_port};                  // target, one client at a time
+//   tcp_server_channel server{listen_port};                  // one client at a time (tests)
 //   tcp_client_channel client{"192.168.1.20:1234", deadline}; // service
 //   tcp_server_channel tls_server{listen_port, {.tls = keys}};          // with --tls-psk
 //   tcp_client_channel tls_client{"192.168.1.20:1234", deadline, keys};
@@ -150,7 +150,8 @@ struct tcp_server_options {
 // never queued. After its client leaves, the server accepts the next one. With TLS a client only
 // counts as connected after its handshake: one that fails it or does not finish it within
 // tls_handshake_timeout is logged ("TLS handshake with a.b.c.d:port failed: ..."), closed, and
-// never seen by the owner, and the server takes the next client.
+// never seen by the owner, and the server takes the next client. (The target serves through
+// tcp_listener; this one-client form is what tests use as a stand-in target.)
 class tcp_server_channel final : public tcp_control_channel {
  public:
   // port 0 picks a free port (see port()). Throws status_error when the port cannot be bound.
@@ -194,7 +195,9 @@ class tcp_listener {
   uint16_t port() const noexcept { return port_; }
   // Readable while a client waits to be accepted.
   int wait_fd() const noexcept { return listener_.get(); }
-  // The next client waiting (logged), or null when none does. Never blocks.
+  // The next client waiting (logged), or null when none does. Never blocks. Throws status_error
+  // when accepting fails (out of descriptors) or the client's channel cannot be made; the
+  // listener stays usable.
   std::unique_ptr<tcp_accepted_channel> accept();
 
  private:

@@ -30,8 +30,10 @@ constexpr auto handshake_bound = storage::tls_handshake_timeout + 1s;
 constexpr auto slot_wait = 2s;
 constexpr auto refusal_wait = 2s;
 // Clients without a slot (in their TLS handshake, waiting for a slot, or being refused) at once;
-// clients beyond them are closed without an answer (a flood).
-constexpr size_t max_slotless = 16;
+// more wait in the listen backlog until one of these is done.
+constexpr size_t max_slotless = 64;
+// How long the listener rests after an accept failed (out of descriptors, say).
+constexpr std::chrono::milliseconds accept_backoff{100};
 
 message_type expected_request(int stage) {
   constexpr message_type order[] = {
@@ -57,6 +59,18 @@ target_session::~target_session() {
 }
 
 target_session::outcome target_session::serve(storage::control_channel& channel) {
+  try {
+    return run(channel);
+  } catch (const std::exception& e) {
+    // Its workers' stats and errors stay for the session's end.
+    ZC_LOG_ERROR("session {}: {}: ending the session", number_, e.what());
+    channel.close();
+    teardown();
+    return outcome::ended;
+  }
+}
+
+target_session::outcome target_session::run(storage::control_channel& channel) {
   storage::keep_alive alive(config_.keep_alive_timeout);
   while (stage_ != stage::done) {
     auto received = storage::wait_for(channel, poll_slice);
@@ -249,20 +263,39 @@ target_service::~target_service() {
 }
 
 int target_service::run(storage::tcp_listener& listener) {
+  auto listen_again = std::chrono::steady_clock::now();
   while (!exit_ && !core::stop_requested()) {
-    pollfd fds[3] = {{listener.wait_fd(), POLLIN, 0},
-                     {ended_.get(), POLLIN, 0},
-                     {core::stop_signal_fd(), POLLIN, 0}};
-    const int ms = static_cast<int>(std::chrono::milliseconds(poll_slice).count());
-    if (::poll(fds, fds[2].fd >= 0 ? 3 : 2, ms) < 0 && errno != EINTR)
+    // While as many clients as it takes are without a slot, or after an accept failed (out of
+    // descriptors), new ones wait in the listen backlog: never closed unanswered.
+    const bool listening =
+        slotless() < max_slotless && std::chrono::steady_clock::now() >= listen_again;
+    pollfd fds[3];
+    nfds_t count = 0;
+    fds[count++] = {ended_.get(), POLLIN, 0};
+    if (core::stop_signal_fd() >= 0) fds[count++] = {core::stop_signal_fd(), POLLIN, 0};
+    if (listening) fds[count++] = {listener.wait_fd(), POLLIN, 0};
+    const auto slice = listening ? std::chrono::milliseconds(poll_slice) : accept_backoff;
+    if (::poll(fds, count, static_cast<int>(slice.count())) < 0 && errno != EINTR)
       throw status_error(status::operating_system,
                          fmt::format("poll failed: {}", std::strerror(errno)));
     reap(false);
-    if (exit_) break;
-    while (auto client = listener.accept()) admit(std::move(client));
+    if (exit_ || !listening) continue;
+    try {
+      while (slotless() < max_slotless) {
+        auto client = listener.accept();
+        if (!client) break;
+        admit(std::move(client));
+      }
+    } catch (const status_error& e) {
+      // One client's failure (a descriptor limit, a TLS session that could not be made) is
+      // that client's: the others go on, and the listener rests a moment.
+      ZC_LOG_ERROR("control server: {}", e.what());
+      listen_again = std::chrono::steady_clock::now() + accept_backoff;
+    }
   }
-  // Ctrl-C ends every session (each sees the stop); a shutdown that ends the program leaves at
-  // most refusals, which end within their bound.
+  // Ctrl-C ends every session (each sees the stop). A shutdown that ends the program ends the
+  // clients still in their handshake, waiting for a slot or being refused the same way.
+  if (exit_) core::request_stop();
   reap(true);
   if (!config_.keep_serving || sessions_ended_ == 0) print_stats(last_stats_);
   if (data_path_errors_ != 0) {
@@ -272,26 +305,35 @@ int target_service::run(storage::tcp_listener& listener) {
   return 0;
 }
 
+size_t target_service::slotless() {
+  std::lock_guard lock(slots_mutex_);
+  return slotless_;
+}
+
 void target_service::admit(std::unique_ptr<storage::tcp_accepted_channel> channel) {
   {
     std::lock_guard lock(slots_mutex_);
-    if (slotless_ >= max_slotless) {
-      ZC_LOG_WARN("closed client {} at once: {} more clients are in their handshake or wait",
-                  channel->peer(), slotless_);
-      return;
-    }
     ++slotless_;
   }
   connection& c = connections_.emplace_back();
   c.channel = std::move(channel);
   c.peer = c.channel->peer();
-  c.thread = std::thread([this, &c] {
-    attend(c);
-    c.channel.reset();
-    c.done.store(true, std::memory_order_release);
-    const uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(ended_.get(), &one, sizeof(one));
-  });
+  try {
+    c.thread = std::thread([this, &c] {
+      attend(c);
+      c.channel.reset();
+      c.done.store(true, std::memory_order_release);
+      const uint64_t one = 1;
+      [[maybe_unused]] auto n = ::write(ended_.get(), &one, sizeof(one));
+    });
+  } catch (const std::system_error& e) {
+    connections_.pop_back();
+    {
+      std::lock_guard lock(slots_mutex_);
+      --slotless_;
+    }
+    throw status_error(status::no_memory, fmt::format("no thread for a client: {}", e.what()));
+  }
 }
 
 // A client holds a slot only once it is authenticated: one that never finishes its handshake
@@ -305,6 +347,8 @@ void target_service::attend(connection& c) {
   } catch (const status_error& e) {
     // Never a session: a client without the key, or a stop in the middle.
     if (e.code() != status::shutdown) ZC_LOG_WARN("control server: {}", e.what());
+  } catch (const std::exception& e) {
+    ZC_LOG_WARN("control server: client {}: {}", c.peer, e.what());
   }
   {
     std::lock_guard lock(slots_mutex_);
@@ -314,28 +358,26 @@ void target_service::attend(connection& c) {
   serve(c);
   // The session's descriptors are gone before the next one can take the slot.
   c.channel.reset();
-  give_slot();
+  {
+    std::lock_guard lock(slots_mutex_);
+    // A shutdown that ends the program gives its slot to no one.
+    if (c.outcome == target_session::outcome::shutdown && !config_.keep_serving) closing_ = true;
+    ++free_slots_;
+  }
+  slot_freed_.notify_all();
 }
 
 bool target_service::take_slot(std::chrono::milliseconds wait) {
   const auto deadline = std::chrono::steady_clock::now() + wait;
   std::unique_lock lock(slots_mutex_);
   // Short slices: a stop request does not notify the condition.
-  while (free_slots_ == 0) {
+  while (free_slots_ == 0 || closing_) {
     const auto now = std::chrono::steady_clock::now();
-    if (core::stop_requested() || now >= deadline) return false;
+    if (closing_ || core::stop_requested() || now >= deadline) return false;
     slot_freed_.wait_until(lock, std::min(deadline, now + 100ms));
   }
   --free_slots_;
   return true;
-}
-
-void target_service::give_slot() {
-  {
-    std::lock_guard lock(slots_mutex_);
-    ++free_slots_;
-  }
-  slot_freed_.notify_one();
 }
 
 // On the connection's own thread, with a slot.
@@ -349,7 +391,7 @@ void target_service::serve(connection& c) {
     c.outcome = session.serve(*c.channel);
     c.stats = session.stats();
     c.errors = session.data_path_errors();
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // the session could not be made
     ZC_LOG_ERROR("session {}: {}: ending the session", c.number, e.what());
     c.outcome = target_session::outcome::ended;
   }
@@ -364,13 +406,17 @@ void target_service::refuse(connection& c) {
   ZC_LOG_WARN("refused service {}: {}", c.peer, why);
   auto first = storage::wait_for(*c.channel, refusal_wait);
   if (!first.msg) return;
-  if (ok(c.channel->send(storage::make_error_response(*first.msg, status::in_use, why))))
-      [[maybe_unused]]
-    auto flushed = storage::wait_for(*c.channel, 100ms);
+  if (ok(c.channel->send(storage::make_error_response(*first.msg, status::in_use, why)))) {
+    // Until the client closes, or long enough for the answer to leave.
+    [[maybe_unused]] auto flushed = storage::wait_for(*c.channel, 100ms);
+  }
   c.channel->close();
 }
 
 void target_service::reap(bool wait_all) {
+  // Drained before the scan: a thread that ends during it wakes the next poll.
+  uint64_t drained = 0;
+  [[maybe_unused]] auto n = ::read(ended_.get(), &drained, sizeof(drained));
   for (auto it = connections_.begin(); it != connections_.end();) {
     connection& c = *it;
     if (!wait_all && !c.done.load(std::memory_order_acquire)) {
@@ -392,8 +438,6 @@ void target_service::reap(bool wait_all) {
     }
     it = connections_.erase(it);
   }
-  uint64_t drained = 0;
-  [[maybe_unused]] auto n = ::read(ended_.get(), &drained, sizeof(drained));
 }
 
 void target_service::print_stats(const std::vector<worker_stats>& stats) {

@@ -83,6 +83,7 @@ class target_session {
  private:
   enum class stage { query, init, connect, start, running, stopped, done };
 
+  outcome run(storage::control_channel& channel);
   storage::message handle(const storage::message& request);
   storage::message on_query(const storage::message& request);
   storage::message on_init(const storage::message& request);
@@ -135,9 +136,9 @@ class target_service {
   void attend(connection& c);
   void serve(connection& c);
   void refuse(connection& c);
-  // A free slot within `wait`, taken (false without one, or on Ctrl-C).
+  // A free slot within `wait`, taken (false without one, on Ctrl-C, or once closing).
   bool take_slot(std::chrono::milliseconds wait);
-  void give_slot();
+  size_t slotless();
   // Joins the connections whose thread ended (every one with `wait_all`); logs and prints each
   // session's end.
   void reap(bool wait_all);
@@ -151,8 +152,9 @@ class target_service {
   std::list<connection> connections_;
   std::mutex slots_mutex_;
   std::condition_variable slot_freed_;
-  uint32_t free_slots_;  // --max-sessions less the sessions running
-  size_t slotless_ = 0;  // connections waiting for a slot or being refused
+  uint32_t free_slots_;   // --max-sessions less the sessions running
+  size_t slotless_ = 0;   // connections in their TLS handshake, waiting for a slot or refused
+  bool closing_ = false;  // a shutdown ends the program: no slot is given any more
   std::atomic<uint64_t> sessions_connected_{0};
   uint64_t sessions_ended_ = 0;           // with keep_serving
   std::vector<worker_stats> last_stats_;  // printed at exit without keep_serving

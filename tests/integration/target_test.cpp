@@ -726,6 +726,8 @@ TEST_P(target_session, two_sessions_at_once_share_the_storage_and_end_alone) {
   target t(options(1, {"--keep-serving", "--max-sessions", "2"}));
   ASSERT_TRUE(t.listening()) << t.output();
   service_driver a(t.port(), on(GetParam()));
+  // Sessions are numbered as they connect: a is session 1 before b comes.
+  ASSERT_TRUE(t.wait_occurrences(": session 1\n", 1)) << t.output();
   service_driver b(t.port(), on(GetParam()));
   a.open_session(16, 1, 65536);
   b.open_session(16, 1, 65536);
@@ -752,6 +754,28 @@ TEST_P(target_session, two_sessions_at_once_share_the_storage_and_end_alone) {
   t.process().signal(SIGINT);
   ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
   EXPECT_EQ(t.occurrences("refused service"), 0u) << t.output();
+}
+
+// Without --keep-serving the first shutdown ends the program: a client that was waiting for the
+// slot meanwhile gets no session, and the target does not wait for it (keep-alive is off here,
+// so a session given to it would hold the target for ever).
+TEST_P(target_session, a_shutdown_ends_the_program_even_with_a_client_waiting_for_the_slot) {
+  target t(options(1, {"--keep-alive-timeout", "0"}));
+  ASSERT_TRUE(t.listening()) << t.output();
+  service_driver d(t.port(), on(GetParam()));
+  d.query();
+  raw_client waiting(t.port());
+  ASSERT_TRUE(waiting.connected());
+  waiting.send(frame(12, header(1, 7, 7)));  // a query
+  d.shutdown();
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+  auto [got, closed] = waiting.read(10s);
+  EXPECT_TRUE(closed);
+  if (!got.empty()) {
+    auto r = storage::decode_frame(got);
+    ASSERT_EQ(r.outcome, storage::decode_outcome::message);
+    EXPECT_EQ(r.msg.type, message_type::error_response) << storage::to_string(r.msg.type);
+  }
 }
 
 enum class stage { connected, queried, initialized, mid_connections, connected_all, started };
