@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -251,6 +252,22 @@ class raw_client {
   int fd_ = -1;
   bool connected_ = false;
 };
+
+// Each client through the handshake and GO: true when all got there.
+bool open_all(std::initializer_list<raw_client*> clients) {
+  for (raw_client* c : clients)
+    if (!c->start() || !c->go()) return false;
+  return true;
+}
+
+// The next `n` simple replies on `c`, each a success.
+void expect_successes(raw_client& c, int n) {
+  for (int i = 0; i < n; ++i) {
+    auto rep = c.simple_reply();
+    ASSERT_TRUE(rep) << "reply " << i << " of " << n;
+    EXPECT_EQ(rep->first, 0u) << "reply " << i;
+  }
+}
 
 // ---- nbdinfo
 
@@ -1376,10 +1393,7 @@ TEST(nbd_server_rmw, unaligned_writes_to_one_block_from_two_connections_all_land
   served s;
   raw_client a(s.socket_path());
   raw_client b(s.socket_path());
-  for (raw_client* c : {&a, &b}) {
-    ASSERT_TRUE(c->start());
-    ASSERT_TRUE(c->go());
-  }
+  ASSERT_TRUE(open_all({&a, &b}));
   constexpr int rounds = 40;
   for (int i = 0; i < rounds; ++i) {
     const uint64_t at = uint64_t(i % 4) * block;
@@ -1388,12 +1402,7 @@ TEST(nbd_server_rmw, unaligned_writes_to_one_block_from_two_connections_all_land
     ASSERT_TRUE(b.request(command::write, i, at + 2048, 1024));
     ASSERT_TRUE(b.send(std::vector<uint8_t>(1024, static_cast<uint8_t>(0x80 + i))));
   }
-  for (raw_client* c : {&a, &b})
-    for (int i = 0; i < rounds; ++i) {
-      auto rep = c->simple_reply();
-      ASSERT_TRUE(rep);
-      EXPECT_EQ(rep->first, 0u);
-    }
+  for (raw_client* c : {&a, &b}) ASSERT_NO_FATAL_FAILURE(expect_successes(*c, rounds));
   s.stop();
   const auto& disk = s.backend().bytes();
   for (int blk = 0; blk < 4; ++blk) {
@@ -1416,10 +1425,7 @@ TEST(nbd_server_rmw, an_aligned_write_beside_an_unaligned_one_is_never_undone) {
   served s;
   raw_client a(s.socket_path());
   raw_client b(s.socket_path());
-  for (raw_client* c : {&a, &b}) {
-    ASSERT_TRUE(c->start());
-    ASSERT_TRUE(c->go());
-  }
+  ASSERT_TRUE(open_all({&a, &b}));
   constexpr int rounds = 64;
   for (int i = 0; i < rounds; ++i) {
     const uint64_t at = uint64_t(i) * block;
@@ -1428,12 +1434,7 @@ TEST(nbd_server_rmw, an_aligned_write_beside_an_unaligned_one_is_never_undone) {
     ASSERT_TRUE(a.request(command::write, i, at, block));
     ASSERT_TRUE(a.send(std::vector<uint8_t>(block, 0xA0)));
   }
-  for (raw_client* c : {&a, &b})
-    for (int i = 0; i < rounds; ++i) {
-      auto rep = c->simple_reply();
-      ASSERT_TRUE(rep);
-      EXPECT_EQ(rep->first, 0u);
-    }
+  for (raw_client* c : {&a, &b}) ASSERT_NO_FATAL_FAILURE(expect_successes(*c, rounds));
   s.stop();
   const auto& disk = s.backend().bytes();
   for (int i = 0; i < rounds; ++i) {
@@ -1456,10 +1457,7 @@ TEST(nbd_server_rmw, writes_waiting_for_a_held_block_with_all_the_memory_still_f
   served s({}, 2);
   raw_client b(s.socket_path());
   raw_client a(s.socket_path());
-  for (raw_client* c : {&b, &a}) {
-    ASSERT_TRUE(c->start());
-    ASSERT_TRUE(c->go());
-  }
+  ASSERT_TRUE(open_all({&b, &a}));
   ASSERT_TRUE(b.request(command::write, 1, 100, 200));  // holds block 0 and one io; payload later
   std::this_thread::sleep_for(50ms);
   ASSERT_TRUE(a.request(command::write, 2, 0, block));  // the other io, then waits for block 0
@@ -1517,10 +1515,7 @@ TEST(nbd_server_rmw, a_held_block_holds_up_only_the_writes_to_it) {
   raw_client holder(s.socket_path());
   raw_client same(s.socket_path());
   raw_client elsewhere(s.socket_path());
-  for (raw_client* c : {&holder, &same, &elsewhere}) {
-    ASSERT_TRUE(c->start());
-    ASSERT_TRUE(c->go());
-  }
+  ASSERT_TRUE(open_all({&holder, &same, &elsewhere}));
   ASSERT_TRUE(holder.request(command::write, 1, 100, 200));  // and no payload
   std::this_thread::sleep_for(50ms);
   ASSERT_TRUE(same.request(command::write, 2, 1000, 200));
@@ -1636,10 +1631,7 @@ TEST(nbd_server_rmw, unaligned_requests_across_segments_are_exact) {
 TEST(nbd_server_rmw, a_write_waiting_for_two_blocks_is_not_overtaken) {
   served s;
   raw_client h0(s.socket_path()), h2(s.socket_path()), w(s.socket_path()), x(s.socket_path());
-  for (raw_client* c : {&h0, &h2, &w, &x}) {
-    ASSERT_TRUE(c->start());
-    ASSERT_TRUE(c->go());
-  }
+  ASSERT_TRUE(open_all({&h0, &h2, &w, &x}));
   ASSERT_TRUE(h0.request(command::write, 1, 100, 200));              // holds block 0
   ASSERT_TRUE(h2.request(command::write, 2, 2 * block + 100, 200));  // holds block 2
   std::this_thread::sleep_for(50ms);
@@ -1735,10 +1727,7 @@ TEST(nbd_server_bounds, a_deadline_close_wakes_the_writes_and_reads_waiting_for_
   raw_client holder(s.socket_path());
   raw_client same_block(s.socket_path());
   raw_client reader(s.socket_path());
-  for (raw_client* c : {&holder, &same_block, &reader}) {
-    ASSERT_TRUE(c->start());
-    ASSERT_TRUE(c->go());
-  }
+  ASSERT_TRUE(open_all({&holder, &same_block, &reader}));
   ASSERT_TRUE(holder.request(command::write, 1, 100, 200));  // block 0 and one io; no payload
   ASSERT_TRUE(holder.request(command::read, 2, 8 * block, max_io));  // the other io, unread...
   std::this_thread::sleep_for(50ms);
