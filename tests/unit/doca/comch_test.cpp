@@ -294,6 +294,63 @@ TEST_F(doca_comch, both_ends_reach_running_and_messages_arrive_byte_for_byte) {
   EXPECT_EQ(server_log_.failed + client_log_.failed, 0);
 }
 
+// Two clients at once: each message arrives on its sender's connection, and an answer sent on
+// that connection reaches that client only.
+TEST_F(doca_comch, a_server_tells_its_clients_apart) {
+  ASSERT_NO_FATAL_FAILURE(make_server());
+  ASSERT_NO_FATAL_FAILURE(make_client());
+  ASSERT_NO_FATAL_FAILURE(connect_both());
+  doca_comch_client* second = nullptr;
+  end_log second_log;
+  ASSERT_EQ(doca_comch_client_create(dev_, name_.c_str(), &second), DOCA_SUCCESS);
+  doca_ctx* second_ctx = doca_comch_client_as_ctx(second);
+  ASSERT_EQ(doca_comch_client_task_send_set_conf(second, on_sent, on_send_error, send_tasks),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_comch_client_event_msg_recv_register(second, on_message), DOCA_SUCCESS);
+  ASSERT_EQ(doca_ctx_set_user_data(second_ctx, doca_data{.ptr = &second_log}), DOCA_SUCCESS);
+  ASSERT_EQ(doca_ctx_set_state_changed_cb(second_ctx, on_state), DOCA_SUCCESS);
+  ASSERT_EQ(doca_pe_connect_ctx(client_pe_, second_ctx), DOCA_SUCCESS);
+  ASSERT_EQ(doca_ctx_start(second_ctx), DOCA_ERROR_IN_PROGRESS);
+  ASSERT_TRUE(progress_until(server_pe_, client_pe_, [&] {
+    return second_log.state() == DOCA_CTX_STATE_RUNNING && server_log_.connected.size() == 2;
+  }));
+
+  doca_comch_connection* second_connection = nullptr;
+  ASSERT_EQ(doca_comch_client_get_connection(second, &second_connection), DOCA_SUCCESS);
+  const auto from_first = pattern(100, 1);
+  const auto from_second = pattern(200, 2);
+  ASSERT_EQ(send(client_connection(), from_first), DOCA_SUCCESS);
+  doca_comch_task_send* task = nullptr;
+  ASSERT_EQ(
+      doca_comch_client_task_send_alloc_init(second, second_connection, from_second.data(),
+                                             static_cast<uint32_t>(from_second.size()), &task),
+      DOCA_SUCCESS);
+  ASSERT_EQ(doca_task_submit(doca_comch_task_send_as_task(task)), DOCA_SUCCESS);
+  ASSERT_TRUE(
+      progress_until(server_pe_, client_pe_, [&] { return server_log_.messages.size() == 2; }));
+  // Each message came on its sender's connection: answer each with its own bytes reversed.
+  for (const auto& [bytes, connection] : server_log_.messages) {
+    EXPECT_EQ(connection,
+              bytes == from_first ? server_log_.connected[0] : server_log_.connected[1]);
+    ASSERT_EQ(send(connection, std::vector<uint8_t>(bytes.rbegin(), bytes.rend())), DOCA_SUCCESS);
+  }
+  ASSERT_TRUE(progress_until(server_pe_, client_pe_, [&] {
+    return client_log_.messages.size() == 1 && second_log.messages.size() == 1;
+  }));
+  EXPECT_EQ(client_log_.messages[0].first,
+            std::vector<uint8_t>(from_first.rbegin(), from_first.rend()));
+  EXPECT_EQ(second_log.messages[0].first,
+            std::vector<uint8_t>(from_second.rbegin(), from_second.rend()));
+  EXPECT_EQ(second_log.messages[0].second, second_connection);
+
+  ASSERT_EQ(doca_ctx_stop(second_ctx), DOCA_SUCCESS);
+  ASSERT_TRUE(progress_until(server_pe_, client_pe_, [&] {
+    return second_log.state() == DOCA_CTX_STATE_IDLE && server_log_.disconnected.size() == 1;
+  }));
+  EXPECT_EQ(server_log_.disconnected[0], server_log_.connected[1]);
+  EXPECT_EQ(doca_comch_client_destroy(second), DOCA_SUCCESS);
+}
+
 TEST_F(doca_comch, a_message_over_the_smaller_max_size_is_refused_with_too_big) {
   ASSERT_NO_FATAL_FAILURE(make_server());
   ASSERT_NO_FATAL_FAILURE(make_client());
