@@ -46,6 +46,7 @@ struct doca_comch_connection;
 struct doca_comch_task_send;
 struct doca_comch_event_msg_recv;
 struct doca_comch_event_connection_status_changed;
+struct doca_comch_event_consumer;
 
 /* ---- Capabilities (the same for every device here) */
 
@@ -190,6 +191,39 @@ DOCA_EXPERIMENTAL doca_error_t doca_comch_server_event_connection_status_changed
     struct doca_comch_server* comch_server,
     doca_comch_event_connection_status_changed_cb_t connect_event_cb,
     doca_comch_event_connection_status_changed_cb_t disconnect_event_cb);
+
+/* ---- Connection statistics */
+
+enum doca_comch_counter {
+  DOCA_COMCH_COUNTER_SENT_MESSAGES = 1, /* messages this end sent on the connection */
+  DOCA_COMCH_COUNTER_SENT_BYTES = 2,    /* their bytes */
+  DOCA_COMCH_COUNTER_RECV_MESSAGES = 3, /* messages this end received on the connection */
+  DOCA_COMCH_COUNTER_RECV_BYTES = 4,    /* their bytes */
+};
+
+/*
+ * Takes a snapshot of the connection's counters for doca_comch_connection_get_counter(). A send
+ * counts once it completed. CONNECTION_ABORTED once the connection is gone.
+ */
+DOCA_EXPERIMENTAL doca_error_t
+doca_comch_connection_update_info(struct doca_comch_connection* comch_connection);
+/* A counter as of the last doca_comch_connection_update_info() (0 before it). */
+DOCA_EXPERIMENTAL doca_error_t
+doca_comch_connection_get_counter(const struct doca_comch_connection* comch_connection,
+                                  enum doca_comch_counter counter_type, uint64_t* counter_value);
+
+/* ---- Consumer events (the fast path: not supported by this facade yet) */
+
+typedef void (*doca_comch_event_consumer_cb_t)(struct doca_comch_event_consumer* event,
+                                               struct doca_comch_connection* comch_connection,
+                                               uint32_t id);
+/* NOT_SUPPORTED: there are no doca_comch_consumer/doca_comch_producer contexts yet. */
+DOCA_EXPERIMENTAL doca_error_t doca_comch_server_event_consumer_register(
+    struct doca_comch_server* comch_server, doca_comch_event_consumer_cb_t new_consumer_event_cb,
+    doca_comch_event_consumer_cb_t expired_consumer_event_cb);
+DOCA_EXPERIMENTAL doca_error_t doca_comch_client_event_consumer_register(
+    struct doca_comch_client* comch_client, doca_comch_event_consumer_cb_t new_consumer_event_cb,
+    doca_comch_event_consumer_cb_t expired_consumer_event_cb);
 
 #ifdef __cplusplus
 }

@@ -24,11 +24,21 @@ struct doca_comch_task_send : doca_task {};
 struct doca_comch_event_msg_recv {};
 struct doca_comch_event_connection_status_changed {};
 
+// The four counters of doca_comch_counter, in its order.
+struct zc_comch_counters {
+  uint64_t sent_messages = 0;
+  uint64_t sent_bytes = 0;
+  uint64_t recv_messages = 0;
+  uint64_t recv_bytes = 0;
+};
+
 struct doca_comch_connection {
   zc::comch::connection* zc = nullptr;  // null once the connection is gone
   doca_comch_server* server = nullptr;  // exactly one of server and client is set
   doca_comch_client* client = nullptr;
   union doca_data user_data {};
+  zc_comch_counters live;      // counted as messages go and come
+  zc_comch_counters snapshot;  // as of doca_comch_connection_update_info()
 };
 
 namespace zc::doca {
@@ -59,6 +69,9 @@ struct comch_endpoint : doca_ctx {
   doca_comch_event_msg_recv msg_event;
   bool rebuild = false;  // a setting changed since the zcstore object was made
 
+  // The program's view of a zcstore connection of this end (null when it has none).
+  virtual doca_comch_connection* connection_of(comch::connection& c) noexcept = 0;
+
   bool idle() noexcept {
     auto* c = zc_context();
     return c == nullptr || c->state() == core::context_state::idle;
@@ -73,7 +86,14 @@ struct comch_endpoint : doca_ctx {
     // zcstore needs at least one send task; without a DOCA configuration none is handed out.
     config.send_tasks = send.num_tasks == 0 ? 1 : send.num_tasks;
     send.template apply<comch::send_task>(*this, [&](uint32_t, auto on_success, auto on_error) {
-      config.on_send_done = std::move(on_success);
+      // A completed send counts before the program's callback, which may free the task.
+      config.on_send_done = [this, done = std::move(on_success)](comch::send_task& t) {
+        if (auto* c = connection_of(t.target()); c != nullptr) {
+          c->live.sent_messages++;
+          c->live.sent_bytes += t.message().size();
+        }
+        done(t);
+      };
       config.on_send_error = std::move(on_error);
     });
     messages.assign(send.num_tasks, {});
@@ -81,7 +101,10 @@ struct comch_endpoint : doca_ctx {
   }
 
   void deliver(doca_comch_connection* c, std::span<const uint8_t> message) {
-    if (c == nullptr || on_message == nullptr) return;
+    if (c == nullptr) return;
+    c->live.recv_messages++;
+    c->live.recv_bytes += message.size();
+    if (on_message == nullptr) return;
     // DOCA hands the program a writable buffer; it is ours until the callback returns.
     on_message(&msg_event, const_cast<uint8_t*>(message.data()),
                static_cast<uint32_t>(message.size()), c);
@@ -100,6 +123,9 @@ struct doca_comch_server final : zc::doca::comch_endpoint {
 
   doca_error_t start() override;
   zc::core::context* zc_context() noexcept override { return zc.get(); }
+  doca_comch_connection* connection_of(zc::comch::connection& c) noexcept override {
+    return static_cast<doca_comch_connection*>(c.get_user_data().ptr);
+  }
 
   void connected(zc::comch::connection& c);
   void disconnected(zc::comch::connection& c);
@@ -111,6 +137,9 @@ struct doca_comch_client final : zc::doca::comch_endpoint {
 
   doca_error_t start() override;
   zc::core::context* zc_context() noexcept override { return zc.get(); }
+  doca_comch_connection* connection_of(zc::comch::connection&) noexcept override {
+    return &connection;
+  }
 
   // The program's view of the live zcstore connection, or null.
   doca_comch_connection* current() noexcept {
@@ -153,7 +182,7 @@ doca_error_t doca_comch_server::start() {
     config.on_connect = [this](zc::comch::connection& c) { connected(c); };
     config.on_disconnect = [this](zc::comch::connection& c) { disconnected(c); };
     config.events.on_message = [this](zc::comch::connection& c, std::span<const uint8_t> m) {
-      deliver(static_cast<doca_comch_connection*>(c.get_user_data().ptr), m);
+      deliver(connection_of(c), m);
     };
     zc = std::make_unique<zc::comch::server>(pe->engine, std::move(config));
     zc->set_state_changed_callback(
@@ -187,6 +216,8 @@ doca_error_t doca_comch_client::start() {
     rebuild = false;
   }
   connection.user_data = {};
+  connection.live = {};
+  connection.snapshot = {};
   auto s = zc->start();
   if (!zc::ok(s)) return zc::doca::to_doca(s);
   // As DOCA's client: it connects asynchronously, RUNNING is reported once the server accepted.
@@ -575,6 +606,52 @@ struct doca_comch_server* doca_comch_server_get_server_ctx(
 struct doca_comch_client* doca_comch_client_get_client_ctx(
     const struct doca_comch_connection* connection) {
   return connection == nullptr ? nullptr : connection->client;
+}
+
+doca_error_t doca_comch_connection_update_info(struct doca_comch_connection* comch_connection) {
+  if (comch_connection == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  // A client's zcstore connection is looked up afresh: a closed one may have been freed.
+  if (comch_connection->client != nullptr) comch_connection->client->current();
+  if (comch_connection->zc == nullptr || !comch_connection->zc->connected())
+    return DOCA_ERROR_CONNECTION_ABORTED;
+  comch_connection->snapshot = comch_connection->live;
+  return DOCA_SUCCESS;
+}
+
+doca_error_t doca_comch_connection_get_counter(const struct doca_comch_connection* comch_connection,
+                                               enum doca_comch_counter counter_type,
+                                               uint64_t* counter_value) {
+  if (comch_connection == nullptr || counter_value == nullptr) return DOCA_ERROR_INVALID_VALUE;
+  const zc_comch_counters& c = comch_connection->snapshot;
+  switch (counter_type) {
+    case DOCA_COMCH_COUNTER_SENT_MESSAGES:
+      *counter_value = c.sent_messages;
+      return DOCA_SUCCESS;
+    case DOCA_COMCH_COUNTER_SENT_BYTES:
+      *counter_value = c.sent_bytes;
+      return DOCA_SUCCESS;
+    case DOCA_COMCH_COUNTER_RECV_MESSAGES:
+      *counter_value = c.recv_messages;
+      return DOCA_SUCCESS;
+    case DOCA_COMCH_COUNTER_RECV_BYTES:
+      *counter_value = c.recv_bytes;
+      return DOCA_SUCCESS;
+  }
+  return DOCA_ERROR_INVALID_VALUE;
+}
+
+// ---- the fast path's consumer events
+
+doca_error_t doca_comch_server_event_consumer_register(struct doca_comch_server*,
+                                                       doca_comch_event_consumer_cb_t,
+                                                       doca_comch_event_consumer_cb_t) {
+  return ZC_DOCA_NOT_SUPPORTED();
+}
+
+doca_error_t doca_comch_client_event_consumer_register(struct doca_comch_client*,
+                                                       doca_comch_event_consumer_cb_t,
+                                                       doca_comch_event_consumer_cb_t) {
+  return ZC_DOCA_NOT_SUPPORTED();
 }
 
 }  // extern "C"

@@ -86,6 +86,18 @@ struct end_log {
   }
 };
 
+// The four counters of a connection, in doca_comch_counter's order.
+std::vector<uint64_t> counters(doca_comch_connection* c) {
+  std::vector<uint64_t> values;
+  for (auto counter : {DOCA_COMCH_COUNTER_SENT_MESSAGES, DOCA_COMCH_COUNTER_SENT_BYTES,
+                       DOCA_COMCH_COUNTER_RECV_MESSAGES, DOCA_COMCH_COUNTER_RECV_BYTES}) {
+    uint64_t value = ~uint64_t{0};
+    EXPECT_EQ(doca_comch_connection_get_counter(c, counter, &value), DOCA_SUCCESS);
+    values.push_back(value);
+  }
+  return values;
+}
+
 end_log& log_of(doca_ctx* ctx) {
   doca_data d{};
   EXPECT_EQ(doca_ctx_get_user_data(ctx, &d), DOCA_SUCCESS);
@@ -292,6 +304,26 @@ TEST_F(doca_comch, both_ends_reach_running_and_messages_arrive_byte_for_byte) {
   EXPECT_EQ(client_log_.messages[1].first, reply2);
   EXPECT_EQ(client_log_.messages[0].second, at_client);
   EXPECT_EQ(server_log_.failed + client_log_.failed, 0);
+
+  // Both ends counted what went each way, as of their last update_info.
+  const uint64_t reply_bytes = reply.size() + reply2.size();
+  EXPECT_EQ(counters(at_client), (std::vector<uint64_t>{0, 0, 0, 0}));  // no snapshot yet
+  ASSERT_EQ(doca_comch_connection_update_info(at_client), DOCA_SUCCESS);
+  ASSERT_EQ(doca_comch_connection_update_info(at_server), DOCA_SUCCESS);
+  EXPECT_EQ(counters(at_client), (std::vector<uint64_t>{1, sent_request.size(), 2, reply_bytes}));
+  EXPECT_EQ(counters(at_server), (std::vector<uint64_t>{2, reply_bytes, 1, sent_request.size()}));
+  uint64_t value = 0;
+  EXPECT_EQ(
+      doca_comch_connection_get_counter(at_client, static_cast<doca_comch_counter>(5), &value),
+      DOCA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(doca_comch_connection_get_counter(at_client, DOCA_COMCH_COUNTER_SENT_BYTES, nullptr),
+            DOCA_ERROR_INVALID_VALUE);
+
+  // A stopped client's connection is gone.
+  ASSERT_EQ(doca_ctx_stop(client_ctx()), DOCA_SUCCESS);
+  ASSERT_TRUE(progress_until(server_pe_, client_pe_,
+                             [&] { return client_log_.state() == DOCA_CTX_STATE_IDLE; }));
+  EXPECT_EQ(doca_comch_connection_update_info(at_client), DOCA_ERROR_CONNECTION_ABORTED);
 }
 
 // Two clients at once: each message arrives on its sender's connection, and an answer sent on
@@ -478,6 +510,7 @@ TEST_F(doca_comch, bad_arguments_are_refused) {
   EXPECT_EQ(doca_comch_server_destroy(nullptr), DOCA_ERROR_INVALID_VALUE);
   EXPECT_EQ(doca_comch_client_destroy(nullptr), DOCA_ERROR_INVALID_VALUE);
   EXPECT_EQ(doca_comch_server_as_ctx(nullptr), nullptr);
+  EXPECT_EQ(doca_comch_connection_update_info(nullptr), DOCA_ERROR_INVALID_VALUE);
 
   ASSERT_NO_FATAL_FAILURE(make_server());
   ASSERT_NO_FATAL_FAILURE(make_client());
@@ -502,6 +535,11 @@ TEST_F(doca_comch, bad_arguments_are_refused) {
   doca_dev_rep* repr = reinterpret_cast<doca_dev_rep*>(1);
   ASSERT_EQ(doca_comch_server_get_device_repr(server_, &repr), DOCA_SUCCESS);
   EXPECT_EQ(repr, nullptr);
+  // The fast path is not there yet: said, not crashed.
+  EXPECT_EQ(doca_comch_server_event_consumer_register(server_, nullptr, nullptr),
+            DOCA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(doca_comch_client_event_consumer_register(client_, nullptr, nullptr),
+            DOCA_ERROR_NOT_SUPPORTED);
 
   // Sending before running.
   const uint8_t byte = 1;
