@@ -450,6 +450,33 @@ TEST_F(doca_comch, a_server_disconnect_ends_the_client) {
             std::make_pair(DOCA_CTX_STATE_STOPPING, DOCA_CTX_STATE_IDLE));
 }
 
+TEST_F(doca_comch, a_stopped_server_disconnects_its_client) {
+  ASSERT_NO_FATAL_FAILURE(make_server());
+  ASSERT_NO_FATAL_FAILURE(make_client());
+  ASSERT_NO_FATAL_FAILURE(connect_both());
+  doca_comch_connection* at_server = server_log_.connected.at(0);
+  ASSERT_EQ(doca_ctx_stop(server_ctx()), DOCA_SUCCESS);
+  EXPECT_EQ(server_log_.disconnected, std::vector<doca_comch_connection*>{at_server});
+  ASSERT_TRUE(progress_until(server_pe_, client_pe_, [&] {
+    return server_log_.state() == DOCA_CTX_STATE_IDLE && client_log_.state() == DOCA_CTX_STATE_IDLE;
+  }));
+  using states = std::vector<std::pair<doca_ctx_states, doca_ctx_states>>;
+  EXPECT_EQ(server_log_.states, (states{{DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_RUNNING},
+                                        {DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_STOPPING},
+                                        {DOCA_CTX_STATE_STOPPING, DOCA_CTX_STATE_IDLE}}));
+  EXPECT_EQ(client_log_.states.back(),
+            std::make_pair(DOCA_CTX_STATE_STOPPING, DOCA_CTX_STATE_IDLE));
+
+  // Both start again, and talk.
+  ASSERT_NO_FATAL_FAILURE(connect_both());
+  const auto again = pattern(33, 4);
+  ASSERT_EQ(send(client_connection(), again), DOCA_SUCCESS);
+  ASSERT_TRUE(
+      progress_until(server_pe_, client_pe_, [&] { return server_log_.messages.size() == 1; }));
+  EXPECT_EQ(server_log_.messages[0].first, again);
+  EXPECT_EQ(server_log_.messages[0].second, server_log_.connected.at(1));
+}
+
 TEST_F(doca_comch, a_second_server_of_the_same_name_is_refused) {
   ASSERT_NO_FATAL_FAILURE(make_server());
   ASSERT_EQ(doca_ctx_start(server_ctx()), DOCA_SUCCESS);
