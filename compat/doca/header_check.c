@@ -2,6 +2,7 @@
 #include <doca_argp.h>
 #include <doca_buf.h>
 #include <doca_buf_inventory.h>
+#include <doca_comch.h>
 #include <doca_compat.h>
 #include <doca_ctx.h>
 #include <doca_dev.h>

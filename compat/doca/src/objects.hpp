@@ -165,6 +165,7 @@ enum class zc_doca_task_type {
   sync_event_notify_add,
   sync_event_wait_eq,
   sync_event_wait_neq,
+  comch_send,
 };
 struct doca_task {
   zc_doca_task_type type = zc_doca_task_type::rdma_send;
