@@ -25,6 +25,7 @@
 #include <doca_log.h>
 #include <doca_pe.h>
 
+#include "example_argp.h"
 #include "example_common.h"
 
 DOCA_LOG_REGISTER(COMCH_PING_PONG);
@@ -272,14 +273,6 @@ static void run(struct resources* res) {
   }
 }
 
-/* Copies an argp string into a config field; a value that does not fit is refused. */
-static doca_error_t copy_string(void* param, char* field, size_t size) {
-  const char* value = (const char*)param;
-  if (strlen(value) >= size) return DOCA_ERROR_INVALID_VALUE;
-  snprintf(field, size, "%s", value);
-  return DOCA_SUCCESS;
-}
-
 static doca_error_t role_callback(void* param, void* config) {
   struct config* cfg = (struct config*)config;
   const char* role = (const char*)param;
@@ -293,17 +286,17 @@ static doca_error_t role_callback(void* param, void* config) {
 
 static doca_error_t device_callback(void* param, void* config) {
   struct config* cfg = (struct config*)config;
-  return copy_string(param, cfg->device, sizeof(cfg->device));
+  return example_copy_string(param, cfg->device, sizeof(cfg->device));
 }
 
 static doca_error_t name_callback(void* param, void* config) {
   struct config* cfg = (struct config*)config;
-  return copy_string(param, cfg->name, sizeof(cfg->name));
+  return example_copy_string(param, cfg->name, sizeof(cfg->name));
 }
 
 static doca_error_t text_callback(void* param, void* config) {
   struct config* cfg = (struct config*)config;
-  return copy_string(param, cfg->text, sizeof(cfg->text));
+  return example_copy_string(param, cfg->text, sizeof(cfg->text));
 }
 
 static doca_error_t count_callback(void* param, void* config) {
@@ -317,36 +310,22 @@ static doca_error_t count_callback(void* param, void* config) {
   return DOCA_SUCCESS;
 }
 
-static doca_error_t register_flag(const char* short_name, const char* long_name,
-                                  const char* arguments, const char* description,
-                                  enum doca_argp_type type, doca_argp_param_cb_t callback,
-                                  bool mandatory) {
-  struct doca_argp_param* param;
-  doca_error_t result = doca_argp_param_create(&param);
-  if (result != DOCA_SUCCESS) return result;
-  if (short_name != NULL) doca_argp_param_set_short_name(param, short_name);
-  doca_argp_param_set_long_name(param, long_name);
-  doca_argp_param_set_arguments(param, arguments);
-  doca_argp_param_set_description(param, description);
-  doca_argp_param_set_callback(param, callback);
-  doca_argp_param_set_type(param, type);
-  if (mandatory) doca_argp_param_set_mandatory(param);
-  return doca_argp_register_param(param);
-}
-
 static doca_error_t register_flags(void) {
   doca_error_t result;
-  if ((result = register_flag(NULL, "role", "<server|client>", "Which side this process is",
-                              DOCA_ARGP_TYPE_STRING, role_callback, true)) != DOCA_SUCCESS ||
-      (result = register_flag("d", "device", "<name>", "DOCA device (default mlx5_0)",
-                              DOCA_ARGP_TYPE_STRING, device_callback, false)) != DOCA_SUCCESS ||
-      (result =
-           register_flag(NULL, "name", "<channel>", "Comch server name (default " DEFAULT_NAME ")",
-                         DOCA_ARGP_TYPE_STRING, name_callback, false)) != DOCA_SUCCESS ||
-      (result = register_flag("t", "text", "<text>", "Text every message carries",
-                              DOCA_ARGP_TYPE_STRING, text_callback, false)) != DOCA_SUCCESS ||
-      (result = register_flag("n", "count", "<num>", "Number of pings (default 1)",
-                              DOCA_ARGP_TYPE_INT, count_callback, false)) != DOCA_SUCCESS)
+  if ((result = example_register_flag(NULL, "role", "<server|client>", "Which side this process is",
+                                      DOCA_ARGP_TYPE_STRING, role_callback, true)) !=
+          DOCA_SUCCESS ||
+      (result = example_register_flag("d", "device", "<name>", "DOCA device (default mlx5_0)",
+                                      DOCA_ARGP_TYPE_STRING, device_callback, false)) !=
+          DOCA_SUCCESS ||
+      (result = example_register_flag(
+           NULL, "name", "<channel>", "Comch server name (default " DEFAULT_NAME ")",
+           DOCA_ARGP_TYPE_STRING, name_callback, false)) != DOCA_SUCCESS ||
+      (result = example_register_flag("t", "text", "<text>", "Text every message carries",
+                                      DOCA_ARGP_TYPE_STRING, text_callback, false)) !=
+          DOCA_SUCCESS ||
+      (result = example_register_flag("n", "count", "<num>", "Number of pings (default 1)",
+                                      DOCA_ARGP_TYPE_INT, count_callback, false)) != DOCA_SUCCESS)
     return result;
   return DOCA_SUCCESS;
 }

@@ -33,6 +33,7 @@
 #include <doca_pe.h>
 #include <doca_rdma.h>
 
+#include "example_argp.h"
 #include "example_common.h"
 
 DOCA_LOG_REGISTER(RDMA_SEND_RECEIVE);
@@ -238,14 +239,6 @@ static void teardown(struct resources* res) {
   free(res->memory);
 }
 
-/* Copies an argp string into a config field; a value that does not fit is refused. */
-static doca_error_t copy_string(void* param, char* field, size_t size) {
-  const char* value = (const char*)param;
-  if (strlen(value) >= size) return DOCA_ERROR_INVALID_VALUE;
-  snprintf(field, size, "%s", value);
-  return DOCA_SUCCESS;
-}
-
 static doca_error_t role_callback(void* param, void* config) {
   struct config* cfg = (struct config*)config;
   const char* role = (const char*)param;
@@ -259,22 +252,22 @@ static doca_error_t role_callback(void* param, void* config) {
 
 static doca_error_t device_callback(void* param, void* config) {
   struct config* cfg = (struct config*)config;
-  return copy_string(param, cfg->device, sizeof(cfg->device));
+  return example_copy_string(param, cfg->device, sizeof(cfg->device));
 }
 
 static doca_error_t local_path_callback(void* param, void* config) {
   struct config* cfg = (struct config*)config;
-  return copy_string(param, cfg->local_path, sizeof(cfg->local_path));
+  return example_copy_string(param, cfg->local_path, sizeof(cfg->local_path));
 }
 
 static doca_error_t remote_path_callback(void* param, void* config) {
   struct config* cfg = (struct config*)config;
-  return copy_string(param, cfg->remote_path, sizeof(cfg->remote_path));
+  return example_copy_string(param, cfg->remote_path, sizeof(cfg->remote_path));
 }
 
 static doca_error_t string_callback(void* param, void* config) {
   struct config* cfg = (struct config*)config;
-  return copy_string(param, cfg->string, sizeof(cfg->string));
+  return example_copy_string(param, cfg->string, sizeof(cfg->string));
 }
 
 static doca_error_t count_callback(void* param, void* config) {
@@ -288,40 +281,28 @@ static doca_error_t count_callback(void* param, void* config) {
   return DOCA_SUCCESS;
 }
 
-static doca_error_t register_flag(const char* short_name, const char* long_name,
-                                  const char* arguments, const char* description,
-                                  enum doca_argp_type type, doca_argp_param_cb_t callback,
-                                  bool mandatory) {
-  struct doca_argp_param* param;
-  doca_error_t result = doca_argp_param_create(&param);
-  if (result != DOCA_SUCCESS) return result;
-  if (short_name != NULL) doca_argp_param_set_short_name(param, short_name);
-  doca_argp_param_set_long_name(param, long_name);
-  doca_argp_param_set_arguments(param, arguments);
-  doca_argp_param_set_description(param, description);
-  doca_argp_param_set_callback(param, callback);
-  doca_argp_param_set_type(param, type);
-  if (mandatory) doca_argp_param_set_mandatory(param);
-  return doca_argp_register_param(param);
-}
-
 /* The flags, as a DOCA sample declares them; -ld and -re are DOCA's two-letter short names. */
 static doca_error_t register_flags(void) {
   doca_error_t result;
-  if ((result = register_flag(NULL, "role", "<send|receive>", "Which side this process is",
-                              DOCA_ARGP_TYPE_STRING, role_callback, true)) != DOCA_SUCCESS ||
-      (result = register_flag("d", "device", "<name>", "DOCA device (default mlx5_0)",
-                              DOCA_ARGP_TYPE_STRING, device_callback, false)) != DOCA_SUCCESS ||
-      (result = register_flag("ld", "local-descriptor-path", "<path>",
-                              "File this side writes its connection descriptor to",
-                              DOCA_ARGP_TYPE_STRING, local_path_callback, true)) != DOCA_SUCCESS ||
-      (result = register_flag("re", "remote-descriptor-path", "<path>",
-                              "File the peer writes its connection descriptor to",
-                              DOCA_ARGP_TYPE_STRING, remote_path_callback, true)) != DOCA_SUCCESS ||
-      (result = register_flag("s", "send-string", "<text>", "Message text (sender)",
-                              DOCA_ARGP_TYPE_STRING, string_callback, false)) != DOCA_SUCCESS ||
-      (result = register_flag("n", "count", "<num>", "Number of messages (default 1)",
-                              DOCA_ARGP_TYPE_INT, count_callback, false)) != DOCA_SUCCESS)
+  if ((result = example_register_flag(NULL, "role", "<send|receive>", "Which side this process is",
+                                      DOCA_ARGP_TYPE_STRING, role_callback, true)) !=
+          DOCA_SUCCESS ||
+      (result = example_register_flag("d", "device", "<name>", "DOCA device (default mlx5_0)",
+                                      DOCA_ARGP_TYPE_STRING, device_callback, false)) !=
+          DOCA_SUCCESS ||
+      (result = example_register_flag("ld", "local-descriptor-path", "<path>",
+                                      "File this side writes its connection descriptor to",
+                                      DOCA_ARGP_TYPE_STRING, local_path_callback, true)) !=
+          DOCA_SUCCESS ||
+      (result = example_register_flag("re", "remote-descriptor-path", "<path>",
+                                      "File the peer writes its connection descriptor to",
+                                      DOCA_ARGP_TYPE_STRING, remote_path_callback, true)) !=
+          DOCA_SUCCESS ||
+      (result = example_register_flag("s", "send-string", "<text>", "Message text (sender)",
+                                      DOCA_ARGP_TYPE_STRING, string_callback, false)) !=
+          DOCA_SUCCESS ||
+      (result = example_register_flag("n", "count", "<num>", "Number of messages (default 1)",
+                                      DOCA_ARGP_TYPE_INT, count_callback, false)) != DOCA_SUCCESS)
     return result;
   return DOCA_SUCCESS;
 }
