@@ -7,8 +7,10 @@
 #include <doca_comch.h>
 #include <doca_dev.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -119,9 +121,14 @@ struct doca_comch_server final : zc::doca::comch_endpoint {
   doca_comch_event_connection_status_changed_cb_t on_connect = nullptr;
   doca_comch_event_connection_status_changed_cb_t on_disconnect = nullptr;
   doca_comch_event_connection_status_changed status_event;
+  // Every connection the program has seen, until its disconnect event has been delivered.
   std::vector<std::unique_ptr<doca_comch_connection>> connections;
+  // Connects (true) and disconnects (false) for doca_pe_progress() to deliver, in order.
+  std::deque<std::pair<bool, doca_comch_connection*>> events;
 
   doca_error_t start() override;
+  bool report_event() override;
+  bool has_events() const noexcept override { return !events.empty(); }
   zc::core::context* zc_context() noexcept override { return zc.get(); }
   doca_comch_connection* connection_of(zc::comch::connection& c) noexcept override {
     return static_cast<doca_comch_connection*>(c.get_user_data().ptr);
@@ -148,10 +155,16 @@ struct doca_comch_client final : zc::doca::comch_endpoint {
   }
 };
 
+// zcstore reports connects and disconnects from its poll, from stop() and from disconnect():
+// they are queued here and delivered from doca_pe_progress() after the engine's pass, so a
+// program's callback never runs inside zcstore's poll or inside its own API call, and a
+// connection object stays valid until its disconnect callback has returned.
 void doca_comch_server::connected(zc::comch::connection& c) {
-  if (connections.size() >= zc::doca::max_clients) {
+  const size_t live = static_cast<size_t>(std::count_if(
+      connections.begin(), connections.end(), [](const auto& p) { return p->zc != nullptr; }));
+  if (live >= zc::doca::max_clients) {
     ZC_SDK_LOG_ERROR("doca_comch_server \"{}\": {} clients already; pid {} disconnected", name,
-                     connections.size(), c.peer_pid());
+                     live, c.peer_pid());
     zc->disconnect(c);
     return;
   }
@@ -160,16 +173,38 @@ void doca_comch_server::connected(zc::comch::connection& c) {
   added->server = this;
   c.set_user_data(zc::core::make_user_data(added.get()));
   connections.push_back(std::move(added));
-  if (on_connect != nullptr) on_connect(&status_event, connections.back().get(), 1);
+  events.emplace_back(true, connections.back().get());
+  if (pe != nullptr) pe->engine.notify();
 }
 
 void doca_comch_server::disconnected(zc::comch::connection& c) {
   auto* gone = static_cast<doca_comch_connection*>(c.get_user_data().ptr);
   if (gone == nullptr) return;  // refused above: the program never saw it
   c.set_user_data(zc::core::make_user_data(0));
-  if (on_disconnect != nullptr) on_disconnect(&status_event, gone, 1);
   gone->zc = nullptr;
-  std::erase_if(connections, [gone](const auto& p) { return p.get() == gone; });
+  events.emplace_back(false, gone);
+  if (pe != nullptr) pe->engine.notify();
+}
+
+bool doca_comch_server::report_event() {
+  if (events.empty()) return false;
+  auto [connect, connection] = events.front();
+  events.pop_front();
+  if (connect) {
+    if (on_connect != nullptr) on_connect(&status_event, connection, 1);
+    return true;
+  }
+  // The object lives through its callback, which may destroy the server (idle after a stop):
+  // nothing of `this` is touched once it was called.
+  std::unique_ptr<doca_comch_connection> owned;
+  auto it = std::find_if(connections.begin(), connections.end(),
+                         [connection](const auto& p) { return p.get() == connection; });
+  if (it != connections.end()) {
+    owned = std::move(*it);
+    connections.erase(it);
+  }
+  if (on_disconnect != nullptr) on_disconnect(&status_event, connection, 1);
+  return true;
 }
 
 doca_error_t doca_comch_server::start() {
@@ -321,6 +356,13 @@ template <typename Endpoint>
 doca_error_t destroy(Endpoint* ep) {
   if (ep == nullptr) return DOCA_ERROR_INVALID_VALUE;
   if (!ep->idle()) return DOCA_ERROR_BAD_STATE;
+  if (ep->pe != nullptr && ep->pe->in_engine_pass) {
+    // A message or send callback: zcstore's poll of this very context is on the stack.
+    ZC_SDK_LOG_ERROR(
+        "doca_comch_*_destroy: called from a message or task callback; destroy it after "
+        "doca_pe_progress() returned");
+    return DOCA_ERROR_IN_USE;
+  }
   if (ep->pe != nullptr) std::erase(ep->pe->contexts, static_cast<doca_ctx*>(ep));
   delete ep;
   return DOCA_SUCCESS;

@@ -121,6 +121,11 @@ struct doca_ctx {
   doca_ctx_state_changed_callback_t state_changed = nullptr;
   std::deque<std::pair<doca_ctx_states, doca_ctx_states>> pending;  // not yet reported
 
+  // Delivers one event other than a state change that the context deferred to
+  // doca_pe_progress() (a Comch connect or disconnect); false when none is left.
+  virtual bool report_event() { return false; }
+  virtual bool has_events() const noexcept { return false; }
+
   // The callback zcstore's context calls on every change: recorded for the next progress call.
   void record(zc::core::context_state previous, zc::core::context_state next) {
     pending.emplace_back(to_doca(previous), to_doca(next));
@@ -145,6 +150,9 @@ struct doca_pe {
   // is never used: busy says so.
   zc::core::progress_engine engine{zc::core::poll_mode::busy};
   std::vector<doca_ctx*> contexts;
+  // Inside engine.progress(): zcstore's own poll is on the stack (a message callback), so no
+  // context of this engine may be destroyed now.
+  bool in_engine_pass = false;
 };
 
 // Generic task: what doca_task_* needs, whatever the type. Typed tasks derive from it.

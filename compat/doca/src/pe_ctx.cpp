@@ -18,6 +18,7 @@ namespace {
 // time, from the start each time: a callback may stop, start or destroy any context.
 bool report_one(doca_pe& pe) {
   for (doca_ctx* ctx : pe.contexts) {
+    if (ctx->report_event()) return true;
     if (ctx->pending.empty()) continue;
     auto [previous, next] = ctx->pending.front();
     ctx->pending.pop_front();
@@ -53,7 +54,14 @@ uint8_t doca_pe_progress(struct doca_pe* pe) {
   if (pe == nullptr) return 0;
   bool hit = false;
   auto r = guarded(__func__, [&] {
-    hit = pe->engine.progress();
+    pe->in_engine_pass = true;
+    try {
+      hit = pe->engine.progress();
+    } catch (...) {
+      pe->in_engine_pass = false;
+      throw;
+    }
+    pe->in_engine_pass = false;
     while (zc::doca::report_one(*pe)) hit = true;
     return DOCA_SUCCESS;
   });
@@ -91,7 +99,8 @@ doca_error_t doca_pe_request_notification(struct doca_pe* pe) {
   return guarded(__func__, [&] {
     // State changes waiting to be reported are work too: the handle must not look idle.
     bool pending = false;
-    for (doca_ctx* ctx : pe->contexts) pending = pending || !ctx->pending.empty();
+    for (doca_ctx* ctx : pe->contexts)
+      pending = pending || !ctx->pending.empty() || ctx->has_events();
     if (pending || !pe->engine.arm_sources()) pe->engine.notify();
     return DOCA_SUCCESS;
   });

@@ -443,9 +443,14 @@ TEST_F(doca_comch, a_server_disconnect_ends_the_client) {
   ASSERT_NO_FATAL_FAILURE(connect_both());
   doca_comch_connection* at_server = server_log_.connected.at(0);
   ASSERT_EQ(doca_comch_server_disconnect(server_, at_server), DOCA_SUCCESS);
+  // The event comes from doca_pe_progress(), and the connection stays valid until it did.
+  EXPECT_TRUE(server_log_.disconnected.empty());
+  EXPECT_EQ(doca_comch_server_get_server_ctx(at_server), server_);
+  EXPECT_EQ(doca_comch_server_disconnect(server_, at_server), DOCA_ERROR_NOT_CONNECTED);
+  ASSERT_TRUE(progress_until(server_pe_, client_pe_, [&] {
+    return client_log_.state() == DOCA_CTX_STATE_IDLE && !server_log_.disconnected.empty();
+  }));
   EXPECT_EQ(server_log_.disconnected, std::vector<doca_comch_connection*>{at_server});
-  ASSERT_TRUE(progress_until(server_pe_, client_pe_,
-                             [&] { return client_log_.state() == DOCA_CTX_STATE_IDLE; }));
   EXPECT_EQ(client_log_.states.back(),
             std::make_pair(DOCA_CTX_STATE_STOPPING, DOCA_CTX_STATE_IDLE));
 }
@@ -456,10 +461,11 @@ TEST_F(doca_comch, a_stopped_server_disconnects_its_client) {
   ASSERT_NO_FATAL_FAILURE(connect_both());
   doca_comch_connection* at_server = server_log_.connected.at(0);
   ASSERT_EQ(doca_ctx_stop(server_ctx()), DOCA_SUCCESS);
-  EXPECT_EQ(server_log_.disconnected, std::vector<doca_comch_connection*>{at_server});
+  EXPECT_TRUE(server_log_.disconnected.empty()) << "a callback ran inside doca_ctx_stop";
   ASSERT_TRUE(progress_until(server_pe_, client_pe_, [&] {
     return server_log_.state() == DOCA_CTX_STATE_IDLE && client_log_.state() == DOCA_CTX_STATE_IDLE;
   }));
+  EXPECT_EQ(server_log_.disconnected, std::vector<doca_comch_connection*>{at_server});
   using states = std::vector<std::pair<doca_ctx_states, doca_ctx_states>>;
   EXPECT_EQ(server_log_.states, (states{{DOCA_CTX_STATE_IDLE, DOCA_CTX_STATE_RUNNING},
                                         {DOCA_CTX_STATE_RUNNING, DOCA_CTX_STATE_STOPPING},
@@ -475,6 +481,90 @@ TEST_F(doca_comch, a_stopped_server_disconnects_its_client) {
       progress_until(server_pe_, client_pe_, [&] { return server_log_.messages.size() == 1; }));
   EXPECT_EQ(server_log_.messages[0].first, again);
   EXPECT_EQ(server_log_.messages[0].second, server_log_.connected.at(1));
+}
+
+// A program that refuses a client from its connect callback, and goes on using the connection in
+// that callback (DOCA programs do): the connection is valid until its disconnect callback, which
+// comes from a later progress call.
+void refuse_on_connect(doca_comch_event_connection_status_changed*, doca_comch_connection* c,
+                       uint8_t) {
+  auto& log = log_of(ctx_of(c));
+  log.connected.push_back(c);
+  EXPECT_EQ(doca_comch_server_disconnect(doca_comch_server_get_server_ctx(c), c), DOCA_SUCCESS);
+  EXPECT_EQ(doca_comch_connection_set_user_data(c, doca_data{.u64 = 7}), DOCA_SUCCESS);
+  EXPECT_EQ(doca_comch_connection_get_user_data(c).u64, 7u);
+  EXPECT_TRUE(log.disconnected.empty());
+}
+
+TEST_F(doca_comch, a_client_refused_from_the_connect_callback_is_still_valid_in_it) {
+  ASSERT_EQ(doca_comch_server_create(dev_, nullptr, name_.c_str(), &server_), DOCA_SUCCESS);
+  ASSERT_EQ(doca_comch_server_event_connection_status_changed_register(server_, refuse_on_connect,
+                                                                       on_disconnect),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_ctx_set_user_data(server_ctx(), doca_data{.ptr = &server_log_}), DOCA_SUCCESS);
+  ASSERT_EQ(doca_ctx_set_state_changed_cb(server_ctx(), on_state), DOCA_SUCCESS);
+  ASSERT_EQ(doca_pe_connect_ctx(server_pe_, server_ctx()), DOCA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(make_client());
+  ASSERT_EQ(doca_ctx_start(server_ctx()), DOCA_SUCCESS);
+  ASSERT_EQ(doca_ctx_start(client_ctx()), DOCA_ERROR_IN_PROGRESS);
+  ASSERT_TRUE(progress_until(server_pe_, client_pe_, [&] {
+    return !server_log_.disconnected.empty() && client_log_.state() == DOCA_CTX_STATE_IDLE;
+  }));
+  ASSERT_EQ(server_log_.connected.size(), 1u);
+  EXPECT_EQ(server_log_.disconnected, server_log_.connected);
+}
+
+// A server stopped from its own message callback: the connection the callback holds stays valid
+// (a send on it is refused, not a use after free), and its disconnect comes from progress.
+doca_error_t send_after_stop = DOCA_SUCCESS;
+void stop_on_message(doca_comch_event_msg_recv*, uint8_t*, uint32_t, doca_comch_connection* c) {
+  doca_comch_server* server = doca_comch_server_get_server_ctx(c);
+  EXPECT_EQ(doca_ctx_stop(doca_comch_server_as_ctx(server)), DOCA_SUCCESS);
+  const uint8_t reply[4] = {1, 2, 3, 4};
+  doca_comch_task_send* task = nullptr;
+  send_after_stop = doca_comch_server_task_send_alloc_init(server, c, reply, sizeof(reply), &task);
+  EXPECT_TRUE(log_of(doca_comch_server_as_ctx(server)).disconnected.empty());
+}
+
+TEST_F(doca_comch, a_server_stopped_from_its_message_callback_keeps_the_connection_valid) {
+  ASSERT_NO_FATAL_FAILURE(make_server());
+  ASSERT_EQ(doca_comch_server_event_msg_recv_register(server_, stop_on_message), DOCA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(make_client());
+  ASSERT_NO_FATAL_FAILURE(connect_both());
+  ASSERT_EQ(send(client_connection(), pattern(8, 1)), DOCA_SUCCESS);
+  send_after_stop = DOCA_SUCCESS;
+  ASSERT_TRUE(progress_until(server_pe_, client_pe_, [&] {
+    return server_log_.state() == DOCA_CTX_STATE_IDLE && !server_log_.disconnected.empty();
+  }));
+  EXPECT_NE(send_after_stop, DOCA_SUCCESS);
+  EXPECT_EQ(server_log_.disconnected, server_log_.connected);
+}
+
+// Destroying a context from its own message callback would free what zcstore's poll, on the
+// stack below it, reads next: refused (IN_USE); after the progress call it succeeds.
+doca_error_t destroy_in_callback = DOCA_SUCCESS;
+void stop_and_destroy_on_message(doca_comch_event_msg_recv*, uint8_t*, uint32_t,
+                                 doca_comch_connection* c) {
+  doca_comch_client* client = doca_comch_client_get_client_ctx(c);
+  EXPECT_EQ(doca_ctx_stop(doca_comch_client_as_ctx(client)), DOCA_SUCCESS);
+  destroy_in_callback = doca_comch_client_destroy(client);
+}
+
+TEST_F(doca_comch, a_client_destroyed_from_its_message_callback_is_refused_in_use) {
+  ASSERT_NO_FATAL_FAILURE(make_server());
+  ASSERT_NO_FATAL_FAILURE(make_client());
+  ASSERT_EQ(doca_comch_client_event_msg_recv_register(client_, stop_and_destroy_on_message),
+            DOCA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(connect_both());
+  destroy_in_callback = DOCA_SUCCESS;
+  const size_t before = client_log_.states.size();
+  ASSERT_EQ(send(server_log_.connected.back(), pattern(8, 2)), DOCA_SUCCESS);
+  ASSERT_TRUE(progress_until(server_pe_, client_pe_, [&] {
+    return destroy_in_callback != DOCA_SUCCESS && client_log_.states.size() > before &&
+           client_log_.state() == DOCA_CTX_STATE_IDLE;
+  }));
+  EXPECT_EQ(destroy_in_callback, DOCA_ERROR_IN_USE);
+  // TearDown destroys it, outside any callback.
 }
 
 TEST_F(doca_comch, a_second_server_of_the_same_name_is_refused) {
