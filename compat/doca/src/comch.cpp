@@ -56,6 +56,8 @@ constexpr uint32_t max_clients = 512;
 // How long a started client keeps dialling a server that is not there yet (a DOCA server and
 // client are often started together); then it goes idle (NOT_FOUND in the log).
 constexpr std::chrono::milliseconds client_connect_timeout{30000};
+// The message memory reserved per send task at start.
+constexpr size_t message_reserve = 64 * 1024;
 
 }  // namespace
 
@@ -98,8 +100,11 @@ struct comch_endpoint : doca_ctx {
       };
       config.on_send_error = std::move(on_error);
     });
+    // Room for a message of up to message_reserve bytes per task, made now; a larger one (a max
+    // message size raised past it) grows its task's buffer once, at its first allocation. Every
+    // task at the full limit (8192 x 16 MiB) would be 128 GiB.
     messages.assign(send.num_tasks, {});
-    for (auto& m : messages) m.reserve(max_msg_size);
+    for (auto& m : messages) m.reserve(std::min<size_t>(max_msg_size, message_reserve));
   }
 
   void deliver(doca_comch_connection* c, std::span<const uint8_t> message) {
@@ -299,7 +304,7 @@ doca_error_t finish_send(comch_endpoint& ep, comch::send_task* t, const void* ms
   if (t == nullptr) return DOCA_ERROR_NO_MEMORY;  // every send task is in use
   auto& storage = ep.messages[t->pool_index()];
   const auto* bytes = static_cast<const uint8_t*>(msg);
-  storage.assign(bytes, bytes + len);  // within the capacity reserved at start
+  storage.assign(bytes, bytes + len);  // no allocation up to message_reserve bytes
   t->set_message(storage);
   *out = &ep.send.allocated(ep, *t, zc_doca_task_type::comch_send, doca_data{}, submit);
   return DOCA_SUCCESS;
