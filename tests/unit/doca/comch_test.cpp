@@ -189,15 +189,19 @@ class doca_comch : public ::testing::Test {
     return client_ == nullptr ? nullptr : doca_comch_client_as_ctx(client_);
   }
 
-  // A configured server, not started. Call through ASSERT_NO_FATAL_FAILURE.
-  void make_server() {
+  // A configured server, not started (without send tasks when `sends` is false). Call through
+  // ASSERT_NO_FATAL_FAILURE.
+  void make_server(doca_comch_event_connection_status_changed_cb_t connect = on_connect,
+                   bool sends = true) {
     ASSERT_EQ(doca_comch_server_create(dev_, nullptr, name_.c_str(), &server_), DOCA_SUCCESS);
-    ASSERT_EQ(doca_comch_server_task_send_set_conf(server_, on_sent, on_send_error, send_tasks),
-              DOCA_SUCCESS);
+    if (sends) {
+      ASSERT_EQ(doca_comch_server_task_send_set_conf(server_, on_sent, on_send_error, send_tasks),
+                DOCA_SUCCESS);
+    }
     ASSERT_EQ(doca_comch_server_event_msg_recv_register(server_, on_message), DOCA_SUCCESS);
-    ASSERT_EQ(doca_comch_server_event_connection_status_changed_register(server_, on_connect,
-                                                                         on_disconnect),
-              DOCA_SUCCESS);
+    ASSERT_EQ(
+        doca_comch_server_event_connection_status_changed_register(server_, connect, on_disconnect),
+        DOCA_SUCCESS);
     ASSERT_EQ(doca_ctx_set_user_data(server_ctx(), doca_data{.ptr = &server_log_}), DOCA_SUCCESS);
     ASSERT_EQ(doca_ctx_set_state_changed_cb(server_ctx(), on_state), DOCA_SUCCESS);
     ASSERT_EQ(doca_pe_connect_ctx(server_pe_, server_ctx()), DOCA_SUCCESS);
@@ -497,13 +501,7 @@ void refuse_on_connect(doca_comch_event_connection_status_changed*, doca_comch_c
 }
 
 TEST_F(doca_comch, a_client_refused_from_the_connect_callback_is_still_valid_in_it) {
-  ASSERT_EQ(doca_comch_server_create(dev_, nullptr, name_.c_str(), &server_), DOCA_SUCCESS);
-  ASSERT_EQ(doca_comch_server_event_connection_status_changed_register(server_, refuse_on_connect,
-                                                                       on_disconnect),
-            DOCA_SUCCESS);
-  ASSERT_EQ(doca_ctx_set_user_data(server_ctx(), doca_data{.ptr = &server_log_}), DOCA_SUCCESS);
-  ASSERT_EQ(doca_ctx_set_state_changed_cb(server_ctx(), on_state), DOCA_SUCCESS);
-  ASSERT_EQ(doca_pe_connect_ctx(server_pe_, server_ctx()), DOCA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(make_server(refuse_on_connect));
   ASSERT_NO_FATAL_FAILURE(make_client());
   ASSERT_EQ(doca_ctx_start(server_ctx()), DOCA_SUCCESS);
   ASSERT_EQ(doca_ctx_start(client_ctx()), DOCA_ERROR_IN_PROGRESS);
@@ -705,13 +703,7 @@ TEST_F(doca_comch, bad_arguments_are_refused) {
 }
 
 TEST_F(doca_comch, sends_need_a_send_task_configuration) {
-  ASSERT_EQ(doca_comch_server_create(dev_, nullptr, name_.c_str(), &server_), DOCA_SUCCESS);
-  ASSERT_EQ(doca_comch_server_event_connection_status_changed_register(server_, on_connect,
-                                                                       on_disconnect),
-            DOCA_SUCCESS);
-  ASSERT_EQ(doca_ctx_set_user_data(server_ctx(), doca_data{.ptr = &server_log_}), DOCA_SUCCESS);
-  ASSERT_EQ(doca_ctx_set_state_changed_cb(server_ctx(), on_state), DOCA_SUCCESS);
-  ASSERT_EQ(doca_pe_connect_ctx(server_pe_, server_ctx()), DOCA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(make_server(on_connect, false));
   ASSERT_NO_FATAL_FAILURE(make_client());
   ASSERT_NO_FATAL_FAILURE(connect_both());
   const uint8_t byte = 1;
