@@ -189,6 +189,9 @@ struct doca_task {
   doca_sync_event_remote_net* event = nullptr;  // remote sync event tasks only
   uint64_t* value_ptr = nullptr;  // sync event get: where the value goes; notify_add: the old one
   doca_error_t status = DOCA_SUCCESS;
+  // Submitted and not completed yet: zcstore still holds it, so it cannot be freed or submitted
+  // again.
+  bool in_flight = false;
   // Submits the task through its context, by type (rdma.cpp, sync_event.cpp).
   doca_error_t (*submit)(doca_task& task) noexcept = nullptr;
 };

@@ -171,7 +171,16 @@ doca_error_t doca_ctx_get_num_inflight_tasks(const struct doca_ctx* ctx,
 doca_error_t doca_task_submit(struct doca_task* task) {
   if (task == nullptr || task->zc == nullptr || task->submit == nullptr)
     return DOCA_ERROR_INVALID_VALUE;
-  return guarded(__func__, [&] { return task->submit(*task); });
+  if (task->in_flight) {
+    ZC_SDK_LOG_ERROR("doca_task_submit: the task is in flight already (submitted, not completed)");
+    return DOCA_ERROR_BAD_STATE;
+  }
+  return guarded(__func__, [&] {
+    const doca_error_t r = task->submit(*task);
+    // Completions run from doca_pe_progress(), never inside the submit: set before any can.
+    if (r == DOCA_SUCCESS) task->in_flight = true;
+    return r;
+  });
 }
 
 doca_error_t doca_task_try_submit(struct doca_task* task) {
@@ -180,6 +189,14 @@ doca_error_t doca_task_try_submit(struct doca_task* task) {
 
 void doca_task_free(struct doca_task* task) {
   if (task == nullptr || task->zc == nullptr) return;
+  if (task->in_flight) {
+    // Freed now, its memory would be handed out again while zcstore still sends or writes from
+    // it, and its completion would come for someone else's task.
+    ZC_SDK_LOG_ERROR(
+        "doca_task_free: the task is in flight (submitted, not completed); not freed — free it "
+        "in its completion callback");
+    return;
+  }
   task->zc->free();
   task->zc = nullptr;
   task->src = nullptr;

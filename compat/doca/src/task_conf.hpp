@@ -64,6 +64,7 @@ struct task_conf {
   void complete(const doca_ctx& ctx, const core::task_base& t, callback cb) {
     Typed& task = tasks[t.pool_index()];
     task.status = to_doca(t.result());
+    task.in_flight = false;  // the callback may free it or submit it again
     if (cb != nullptr) cb(&task, task.user_data, ctx.user_data);
   }
 };

@@ -565,6 +565,27 @@ TEST_F(doca_comch, a_client_destroyed_from_its_message_callback_is_refused_in_us
   // TearDown destroys it, outside any callback.
 }
 
+// A task freed while in flight is kept (zcstore still sends from its memory) and cannot be
+// submitted twice: its completion still comes, and the program frees it there.
+TEST_F(doca_comch, a_task_freed_in_flight_is_kept_until_its_completion) {
+  ASSERT_NO_FATAL_FAILURE(make_server());
+  ASSERT_NO_FATAL_FAILURE(make_client());
+  ASSERT_NO_FATAL_FAILURE(connect_both());
+  const auto bytes = pattern(64, 9);
+  doca_comch_task_send* task = nullptr;
+  ASSERT_EQ(doca_comch_client_task_send_alloc_init(client_, client_connection(), bytes.data(),
+                                                   static_cast<uint32_t>(bytes.size()), &task),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_task_submit(doca_comch_task_send_as_task(task)), DOCA_SUCCESS);
+  doca_task_free(doca_comch_task_send_as_task(task));  // refused, with an error log
+  EXPECT_EQ(doca_task_submit(doca_comch_task_send_as_task(task)), DOCA_ERROR_BAD_STATE);
+  ASSERT_TRUE(progress_until(server_pe_, client_pe_, [&] {
+    return client_log_.completed == 1 && server_log_.messages.size() == 1;
+  }));
+  EXPECT_EQ(server_log_.messages[0].first, bytes);
+  EXPECT_EQ(client_log_.failed, 0);
+}
+
 TEST_F(doca_comch, a_second_server_of_the_same_name_is_refused) {
   ASSERT_NO_FATAL_FAILURE(make_server());
   ASSERT_EQ(doca_ctx_start(server_ctx()), DOCA_SUCCESS);
