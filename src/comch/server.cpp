@@ -93,7 +93,24 @@ void server::on_stop() {
 
 size_t server::poll() {
   if (!closed_.empty() && inflight() == 0) closed_.clear();
+  if (accept_paused_ && handshakes() < max_handshakes &&
+      core::steady_clock::now() >= accept_resumes_at_) {
+    accept_resumes_at_ = {};
+    pause_accepting(false);
+  }
   return poller_->run(connections_, closed_, [this] { return accept_all(); });
+}
+
+size_t server::handshakes() const noexcept {
+  return static_cast<size_t>(
+      std::count_if(connections_.begin(), connections_.end(),
+                    [](const auto& c) { return c->phase_ == connection::phase::handshake; }));
+}
+
+void server::pause_accepting(bool paused) noexcept {
+  if (accept_paused_ == paused) return;
+  accept_paused_ = paused;
+  poller_->pause_listener(listener_, paused);
 }
 
 int server::wait_fd() const {
@@ -105,18 +122,33 @@ bool server::arm() {
 }
 
 core::steady_clock::time_point server::next_deadline() const {
-  return internal::poller::next_deadline(connections_);
+  const auto handshake = internal::poller::next_deadline(connections_);
+  // A listener resting after a failed accept comes back at its time.
+  if (accept_paused_ && accept_resumes_at_ > core::steady_clock::time_point{})
+    return std::min(handshake, accept_resumes_at_);
+  return handshake;
 }
 
 size_t server::accept_all() {
   size_t accepted = 0;
   while (listener_ >= 0) {
+    if (handshakes() >= max_handshakes) {
+      // Peers that connect and never say hello: the next ones wait in the backlog until these
+      // finish or time out (handshake_timeout), and the listener stops waking the engine.
+      pause_accepting(true);
+      break;
+    }
     int fd = accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        ZC_SDK_LOG_ERROR("comch server \"{}\": accept failed: {}", config_.name,
-                         std::strerror(errno));
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        // Out of descriptors or memory: the listener stays readable, so it rests a moment
+        // instead of waking the engine on every pass.
+        ZC_SDK_LOG_ERROR("comch server \"{}\": accept failed: {}; accepting again in {} ms",
+                         config_.name, std::strerror(errno), accept_backoff.count());
+        accept_resumes_at_ = core::steady_clock::now() + accept_backoff;
+        pause_accepting(true);
+      }
       break;
     }
     ++accepted;

@@ -14,6 +14,8 @@
 // until state() is idle), as every context.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <span>
@@ -26,6 +28,11 @@
 #include "core/task.hpp"
 
 namespace zc::comch {
+
+// Peers a server lets be in their hello/welcome exchange at once; more wait in the backlog.
+inline constexpr size_t max_handshakes = 64;
+// How long a server's listener rests after accept failed (out of descriptors or memory).
+inline constexpr std::chrono::milliseconds accept_backoff{100};
 
 namespace internal {
 class poller;
@@ -87,6 +94,11 @@ class server final : public core::context, private internal::connection_owner {
   void consumer_event(connection& c, uint32_t consumer_id, bool created) override;
   void send_finished(send_task& task, status result) noexcept override;
   size_t accept_all();
+  // Connections still in their hello/welcome exchange.
+  size_t handshakes() const noexcept;
+  // Takes the listener out of the poll set (or puts it back). While out, new peers wait in the
+  // socket's backlog: at max_handshakes, or for accept_backoff after accept failed.
+  void pause_accepting(bool paused) noexcept;
 
   server_config config_;
   std::string socket_directory_;
@@ -95,6 +107,8 @@ class server final : public core::context, private internal::connection_owner {
   bool made_socket_file_ = false;
   std::unique_ptr<internal::poller> poller_;
   int listener_ = -1;
+  bool accept_paused_ = false;
+  core::steady_clock::time_point accept_resumes_at_{};  // after a failed accept
   std::vector<std::unique_ptr<connection>> connections_;
   std::vector<std::unique_ptr<connection>> closed_;  // freed once no send task is in flight
   uint64_t next_connection_id_ = 1;

@@ -39,6 +39,14 @@ void poller::watch_listener(int fd) {
     throw status_error(status::operating_system, "comch: cannot watch the listening socket");
 }
 
+void poller::pause_listener(int fd, bool paused) noexcept {
+  if (fd < 0) return;
+  epoll_event ev{};
+  ev.events = paused ? 0u : static_cast<uint32_t>(EPOLLIN);
+  ev.data.ptr = &listener_;
+  (void)epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev);
+}
+
 void poller::close_listener(int fd) noexcept {
   if (fd < 0) return;
   epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);

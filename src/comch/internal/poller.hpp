@@ -26,6 +26,8 @@ class poller {
   int mailbox() const noexcept { return mailbox_; }
 
   void watch_listener(int fd);
+  // Stops (or starts again) watching the listener for peers; it stays in the set.
+  void pause_listener(int fd, bool paused) noexcept;
   // Removes it from the set, then closes it (see connection::close_socket for why in that order).
   void close_listener(int fd) noexcept;
   void watch(connection& c);

@@ -1,6 +1,7 @@
 // The control path inside one process: server, client, connections, send tasks and receive
 // events, limits, and peers that break the protocol.
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -701,6 +702,60 @@ TEST(comch_control, peers_that_never_finish_the_handshake_get_no_receive_buffer)
   ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
   EXPECT_LT(resident_bytes() - before, size_t(max_msg_size_limit))
       << "receive buffers were allocated for peers that never said hello";
+  p.stop_all();
+}
+
+// Peers that connect and never say hello hold at most max_handshakes places: the next peer waits
+// in the backlog, unaccepted, until a place frees (a silent peer times out), and is then served.
+TEST(comch_control, peers_beyond_max_handshakes_wait_in_the_backlog_until_a_place_frees) {
+  channel_pair p;
+  p.connect();
+  std::vector<std::unique_ptr<raw_peer>> silent;
+  for (size_t i = 0; i < max_handshakes; ++i) {
+    silent.push_back(std::make_unique<raw_peer>(p.srv.socket_path()));
+    ASSERT_GE(silent.back()->fd, 0) << "peer " << i;
+    if (i % 16 == 15) p.engine.progress();  // accepted as they come: the backlog stays short
+  }
+  p.engine.progress();
+  raw_peer talker(p.srv.socket_path());
+  ASSERT_GE(talker.fd, 0);
+  ASSERT_TRUE(talker.hello());
+  // A second of passes: every place is held by a silent peer (handshake_timeout is 5 s).
+  EXPECT_FALSE(p.engine.run_until([&] { return p.connected.size() > 1; }, 1s))
+      << "a peer beyond max_handshakes was accepted";
+  // The silent ones time out; the talker is accepted and served.
+  ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
+  p.stop_all();
+}
+
+// An accept that fails (out of descriptors) rests the listener instead of leaving it in the poll
+// set, readable on every pass; once descriptors are back, the waiting peer is served.
+TEST(comch_control, an_accept_out_of_descriptors_rests_the_listener) {
+  channel_pair p;
+  p.connect();
+  raw_peer knocking(p.srv.socket_path());  // waits in the backlog
+  ASSERT_GE(knocking.fd, 0);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  // Every descriptor below a limit just above the ones open now is taken.
+  int highest = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+    highest = std::max(highest, std::stoi(e.path().filename().string()));
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(highest + 8);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> fillers;
+  for (int fd; (fd = ::dup(STDIN_FILENO)) >= 0;) fillers.push_back(fd);
+  const int accept_errno = errno;
+  p.engine.progress();  // accept fails: EMFILE
+  pollfd ready{p.srv.wait_fd(), POLLIN, 0};
+  const int readable = ::poll(&ready, 1, 0);
+  for (int fd : fillers) ::close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_EQ(accept_errno, EMFILE);
+  EXPECT_EQ(readable, 0) << "the listener stays in the poll set while accept cannot succeed";
+  ASSERT_TRUE(knocking.hello());
+  ASSERT_TRUE(p.run([&] { return p.connected.size() == 2; }));
   p.stop_all();
 }
 
