@@ -731,6 +731,11 @@ TEST(comch_control, peers_beyond_max_handshakes_wait_in_the_backlog_until_a_plac
 // An accept that fails (out of descriptors) rests the listener instead of leaving it in the poll
 // set, readable on every pass; once descriptors are back, the waiting peer is served.
 TEST(comch_control, an_accept_out_of_descriptors_rests_the_listener) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizers' runtime needs descriptors of its own (its type checks read the process's
+  // files) and reports false errors while every one is taken: the release build runs this.
+  GTEST_SKIP() << "descriptor exhaustion under the sanitizer runtime";
+#endif
   channel_pair p;
   p.connect();
   raw_peer knocking(p.srv.socket_path());  // waits in the backlog
