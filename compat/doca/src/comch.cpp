@@ -361,7 +361,7 @@ template <typename Endpoint>
 doca_error_t destroy(Endpoint* ep) {
   if (ep == nullptr) return DOCA_ERROR_INVALID_VALUE;
   if (!ep->idle()) return DOCA_ERROR_BAD_STATE;
-  if (ep->pe != nullptr && ep->pe->in_engine_pass) {
+  if (ep->pe != nullptr && ep->pe->engine_passes != 0) {
     // A message or send callback: zcstore's poll of this very context is on the stack.
     ZC_SDK_LOG_ERROR(
         "doca_comch_*_destroy: called from a message or task callback; destroy it after "

@@ -150,9 +150,9 @@ struct doca_pe {
   // is never used: busy says so.
   zc::core::progress_engine engine{zc::core::poll_mode::busy};
   std::vector<doca_ctx*> contexts;
-  // Inside engine.progress(): zcstore's own poll is on the stack (a message callback), so no
-  // context of this engine may be destroyed now.
-  bool in_engine_pass = false;
+  // engine.progress() calls on the stack (a callback may progress again): while any is, zcstore's
+  // own poll is below the program's callback, so no context of this engine may be destroyed.
+  uint32_t engine_passes = 0;
 };
 
 // Generic task: what doca_task_* needs, whatever the type. Typed tasks derive from it.

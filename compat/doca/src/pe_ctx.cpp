@@ -54,14 +54,15 @@ uint8_t doca_pe_progress(struct doca_pe* pe) {
   if (pe == nullptr) return 0;
   bool hit = false;
   auto r = guarded(__func__, [&] {
-    pe->in_engine_pass = true;
-    try {
+    struct pass_scope {
+      uint32_t& depth;
+      explicit pass_scope(uint32_t& d) : depth(d) { ++depth; }
+      ~pass_scope() { --depth; }
+    };
+    {
+      pass_scope in_pass(pe->engine_passes);
       hit = pe->engine.progress();
-    } catch (...) {
-      pe->in_engine_pass = false;
-      throw;
     }
-    pe->in_engine_pass = false;
     while (zc::doca::report_one(*pe)) hit = true;
     return DOCA_SUCCESS;
   });
