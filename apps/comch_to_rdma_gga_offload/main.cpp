@@ -18,7 +18,7 @@
 #include "service/gga_session.hpp"
 #include "service/session_loop.hpp"
 #include "service/target_set.hpp"
-#include "storage/comch_control_channel.hpp"
+#include "storage/comch_session_server.hpp"
 #include "storage/stats.hpp"
 
 int main(int argc, char** argv) {
@@ -44,9 +44,12 @@ int main(int argc, char** argv) {
           timeout, keep_alive, config.tls_psk);
     };
     auto targets = connect();
-    storage::comch_control_server server(config.representor, config.command_channel_name);
+    storage::comch_session_server server(config.representor, config.command_channel_name,
+                                         config.max_sessions);
     // A launcher waits for this line before it starts the initiator.
     ZC_LOG_INFO("listening on channel {}", config.command_channel_name);
+    std::vector<storage::core_stats> idle;
+    for (uint32_t cpu : config.cpus) idle.push_back({cpu, 0, uint64_t(0), 0, 0});
     return service::serve_sessions(
         config, server, std::move(targets), connect,
         [&](service::target_set& session_targets, service::client_link& client) {
@@ -54,14 +57,13 @@ int main(int argc, char** argv) {
                                         config.trigger_recovery_read_every_n},
                                        device, session_targets, client);
           const service::session_outcome outcome = service::serve_client(client, session);
-          std::fputs(storage::format_core_stats(session.stats()).c_str(), stdout);
-          if (const uint8_t lost = session.lost_targets(); lost != 0) {
-            for (uint32_t k = 0; k < service::gga_target_count; ++k)
-              if ((lost & (1u << k)) != 0)
-                std::printf("| Storage: degraded, %s lost\n", session_targets.name(k).c_str());
-          }
-          std::fflush(stdout);
-          return service::session_result{outcome, session.data_path_errors()};
-        });
+          std::string stats = storage::format_core_stats(session.stats());
+          const uint8_t lost = session.lost_targets();
+          for (uint32_t k = 0; k < service::gga_target_count; ++k)
+            if ((lost & (1u << k)) != 0)
+              stats += fmt::format("| Storage: degraded, {} lost\n", session_targets.name(k));
+          return service::session_result{outcome, session.data_path_errors(), std::move(stats)};
+        },
+        storage::format_core_stats(idle));
   });
 }

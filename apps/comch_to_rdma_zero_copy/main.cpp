@@ -5,8 +5,6 @@
 // session failed (client or target lost, Ctrl-C mid-session, data-path errors), 2 for bad flags.
 // With --keep-serving it takes session after session until SIGINT/SIGTERM: 0, or 1 when any
 // session's data path had errors.
-#include <cstdio>
-
 #include "core/cli.hpp"
 #include "core/device.hpp"
 #include "core/log.hpp"
@@ -15,7 +13,7 @@
 #include "service/session_loop.hpp"
 #include "service/target_set.hpp"
 #include "service/zero_copy_session.hpp"
-#include "storage/comch_control_channel.hpp"
+#include "storage/comch_session_server.hpp"
 #include "storage/stats.hpp"
 #include "zero_copy_config.hpp"
 
@@ -37,18 +35,21 @@ int main(int argc, char** argv) {
                                                    timeout, keep_alive, config.tls_psk);
     };
     auto targets = connect();
-    storage::comch_control_server server(config.representor, config.command_channel_name);
+    storage::comch_session_server server(config.representor, config.command_channel_name,
+                                         config.max_sessions);
     // A launcher waits for this line before it starts the initiator.
     ZC_LOG_INFO("listening on channel {}", config.command_channel_name);
+    std::vector<storage::core_stats> idle;
+    for (uint32_t cpu : config.cpus) idle.push_back({cpu, 0, std::nullopt, 0, 0});
     return service::serve_sessions(
         config, server, std::move(targets), connect,
         [&](service::target_set& session_targets, service::client_link& client) {
           service::zero_copy_session session({config.cpus, config.poll_mode, timeout}, device,
                                              session_targets, client);
           const service::session_outcome outcome = service::serve_client(client, session);
-          std::fputs(storage::format_core_stats(session.stats()).c_str(), stdout);
-          std::fflush(stdout);
-          return service::session_result{outcome, session.data_path_errors()};
-        });
+          return service::session_result{outcome, session.data_path_errors(),
+                                         storage::format_core_stats(session.stats())};
+        },
+        storage::format_core_stats(idle));
   });
 }

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -98,8 +99,15 @@ class connection {
   // The peer process, as the kernel saw it when it connected (SO_PEERCRED).
   pid_t peer_pid() const noexcept { return peer_pid_; }
   uid_t peer_uid() const noexcept { return peer_uid_; }
-  // Established and not yet closed.
+  // Established and not yet closed. Any thread may ask (the owner's thread changes it).
   bool connected() const noexcept { return phase_ == phase::established; }
+  // Keeps this object (not the connection: it still closes) after it closed, until every pin is
+  // released: for an owner that hands the connection to another thread, which may be creating a
+  // producer or consumer on it (they fail with not_connected once it closed) when it goes away.
+  // Any thread.
+  void pin() noexcept { pins_.fetch_add(1, std::memory_order_relaxed); }
+  void unpin() noexcept { pins_.fetch_sub(1, std::memory_order_release); }
+  bool pinned() const noexcept { return pins_.load(std::memory_order_acquire) != 0; }
   // Largest control message a send may carry: the smaller of both ends' max_msg_size.
   uint32_t max_send_size() const noexcept { return std::min(max_msg_size_, peer_max_msg_size_); }
   core::context& owner() const noexcept { return context_; }
@@ -169,7 +177,8 @@ class connection {
   int fd_ = -1;
   int poll_set_ = -1;  // the owner's epoll set watching fd_
   bool client_side_ = false;
-  phase phase_ = phase::handshake;
+  std::atomic<phase> phase_{phase::handshake};
+  std::atomic<uint32_t> pins_{0};
   uint64_t id_ = 0;
   pid_t peer_pid_ = 0;
   uid_t peer_uid_ = 0;

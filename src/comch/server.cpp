@@ -92,7 +92,8 @@ void server::on_stop() {
 }
 
 size_t server::poll() {
-  if (!closed_.empty() && inflight() == 0) closed_.clear();
+  if (!closed_.empty() && inflight() == 0)
+    std::erase_if(closed_, [](const std::unique_ptr<connection>& c) { return !c->pinned(); });
   if (accept_paused_ && handshakes() < max_handshakes &&
       core::steady_clock::now() >= accept_resumes_at_) {
     accept_resumes_at_ = {};

@@ -163,7 +163,7 @@ void log_session_end(const std::string& why) noexcept {
 
 session_outcome serve_client(client_link& client, request_handler& handler,
                              std::chrono::milliseconds idle_check) {
-  auto& server = client.server();
+  auto& server = client.channel();
   // A server idles until a client comes; only a stop request ends the wait. The targets are
   // still watched meanwhile, so a lost one ends the program rather than the first request.
   for (;;) {

@@ -38,11 +38,12 @@ class client_link {
  public:
   // A non-zero keep_alive_timeout ends the session (session_lost) once the client sent nothing,
   // not even a keep-alive, for that long after it connected.
-  explicit client_link(storage::comch_control_server& server,
+  explicit client_link(storage::comch_link& channel,
                        std::chrono::milliseconds keep_alive_timeout = std::chrono::milliseconds(0))
-      : server_(server), alive_(keep_alive_timeout) {}
+      : server_(channel), alive_(keep_alive_timeout) {}
 
-  storage::comch_control_server& server() noexcept { return server_; }
+  // The client's channel (a comch_session_channel in the services).
+  storage::comch_link& channel() noexcept { return server_; }
   const storage::peer_consumers& consumers() const noexcept { return consumers_; }
 
   // The client connected: its keep-alive clock starts.
@@ -77,7 +78,7 @@ class client_link {
   // Queues a request that arrived before it was asked for; throws session_lost past the bound.
   void keep(storage::message&& m);
 
-  storage::comch_control_server& server_;
+  storage::comch_link& server_;
   storage::peer_consumers consumers_;
   std::deque<storage::message> early_;
   storage::keep_alive alive_;

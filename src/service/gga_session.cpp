@@ -113,7 +113,7 @@ message gga_session::on_init(const message& request) {
       teardown();
       return *error;
     }
-    comch::connection* conn = client_.server().connection();
+    comch::connection* conn = client_.channel().connection();
     if (conn == nullptr) throw session_lost(status::not_connected, "client connection lost");
     for (uint32_t i = 0; i < init->core_count; ++i) {
       gga_worker& w = workers_.add(std::make_unique<gga_worker>(

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/status.hpp"
+#include "storage/comch_session_server.hpp"
 #include "storage/ipv4_endpoint.hpp"
 #include "storage/keep_alive.hpp"
 
@@ -37,6 +38,11 @@ void common_flags::add_channel_options() {
                  "storage targets with the first line's identity and key");
   app.add_flag("--keep-serving", out_.keep_serving,
                "Take session after session until SIGINT/SIGTERM (default: one session, then exit)");
+  app.add_option("--max-sessions", out_.max_sessions,
+                 "Initiators served at once, each its own session with its own target connections "
+                 "and workers (above 1: needs --keep-serving)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, storage::max_sessions_limit));
   app.add_option("--keep-alive-timeout", keep_alive_seconds_,
                  "Seconds a client or target may stay silent (keep-alives included) before its "
                  "session ends; 0: never")
@@ -69,6 +75,12 @@ std::optional<int> common_flags::finish(
     return core::exit_bad_usage;
   }
   out_.control_timeout = std::chrono::seconds(timeout_seconds_);
+  if (out_.max_sessions > 1 && !out_.keep_serving) {
+    std::cerr << program
+              << ": --max-sessions above 1 needs --keep-serving (without it the service ends "
+                 "after its first session)\n";
+    return core::exit_bad_usage;
+  }
   if (!storage::load_psk_flag(program, out_.tls_psk_path, out_.tls_psk))
     return core::exit_bad_usage;
   out_.keep_alive_timeout = std::chrono::seconds(keep_alive_seconds_);
@@ -82,6 +94,7 @@ void print_config_head(const service_config& config) {
   fmt::print("\tcpus: [{}]\n", cpus);
   fmt::print("\tdevice: \"{}\"\n", config.device);
   fmt::print("\trepresentor: \"{}\"\n", config.representor);
+  if (config.max_sessions != 1) fmt::print("\tmax_sessions: {}\n", config.max_sessions);
 }
 
 }  // namespace zc::service

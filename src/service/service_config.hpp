@@ -36,6 +36,8 @@ struct service_config {
   core::poll_mode poll_mode = core::poll_mode::adaptive;
   // Session after session instead of the reference's one (--keep-serving).
   bool keep_serving = false;
+  // Clients served at once, each its own session (--max-sessions; above 1 needs keep_serving).
+  uint32_t max_sessions = 1;
   // A silent client or target ends its session after this (--keep-alive-timeout; 0: never).
   std::chrono::seconds keep_alive_timeout{storage::default_keep_alive_seconds};
   std::string tls_psk_path;                          // --tls-psk: "" for the plain protocol
@@ -46,8 +48,8 @@ class common_flags {
  public:
   // Adds -d, -r and --cpu to cli (first: the order --help shows).
   common_flags(core::cli& cli, service_config& out);
-  // Adds --command-channel-name, --control-timeout, --keep-serving, --keep-alive-timeout and
-  // --tls-psk.
+  // Adds --command-channel-name, --control-timeout, --keep-serving, --max-sessions,
+  // --keep-alive-timeout and --tls-psk.
   void add_channel_options();
   // After cli.parse(): the poll mode, the device, each storage address (a.b.c.d:port), the
   // channel name, the control timeout (zero: "control-timeout must not be zero", then

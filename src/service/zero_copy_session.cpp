@@ -71,7 +71,7 @@ message zero_copy_session::on_init(const message& request) {
     }
     // One by one in index order, each consumer started before the next worker is built: worker
     // i's consumer has the i-th smallest id (the pairing rule, storage/peer_consumers.hpp).
-    comch::connection* conn = client_.server().connection();
+    comch::connection* conn = client_.channel().connection();
     if (conn == nullptr) throw session_lost(status::not_connected, "client connection lost");
     for (uint32_t i = 0; i < init->core_count; ++i) {
       zero_copy_worker& w = workers_.add(std::make_unique<zero_copy_worker>(

@@ -65,9 +65,22 @@ struct consumer_event {
   bool operator==(const consumer_event&) const = default;
 };
 
+// A control channel over one comch connection, as a session uses it: the messages, the peer's
+// consumers, the connection its producers and consumers are created on.
+class comch_link : public control_channel {
+ public:
+  // The comch connection while it is up, else nullptr: what producers and consumers are created
+  // on.
+  virtual comch::connection* connection() const noexcept = 0;
+  // The next consumer event of the peer, oldest first; nullopt when none is queued.
+  virtual std::optional<consumer_event> take_consumer_event() = 0;
+  // Sends queued (in flight or waiting) right now.
+  virtual size_t queued_sends() const noexcept = 0;
+};
+
 // The frame layer over one comch server or client; the two classes below only differ in how they
 // get their connection.
-class comch_control_channel : public control_channel {
+class comch_control_channel : public comch_link {
  public:
   ~comch_control_channel() override;
   comch_control_channel(const comch_control_channel&) = delete;
@@ -86,18 +99,15 @@ class comch_control_channel : public control_channel {
   void close() noexcept override;
   const std::string& last_error() const noexcept override { return last_error_; }
 
-  // The comch connection the owner knows of (is_connected()) while it is still up, else nullptr:
-  // what producers and consumers are created on.
-  comch::connection* connection() const noexcept;
-  // The next consumer event of the peer, oldest first; nullopt when none is queued.
-  std::optional<consumer_event> take_consumer_event();
+  // The comch connection the owner knows of (is_connected()) while it is still up.
+  comch::connection* connection() const noexcept override;
+  std::optional<consumer_event> take_consumer_event() override;
   uint64_t dropped_consumer_events() const noexcept { return dropped_events_; }
 
   // The engine this channel's comch context runs on (see the thread rules above).
   core::progress_engine& engine() noexcept { return engine_; }
   size_t max_body_size() const noexcept { return max_body_size_; }
-  // Sends queued (in flight or waiting) right now.
-  size_t queued_sends() const noexcept { return count_; }
+  size_t queued_sends() const noexcept override { return count_; }
   uint32_t max_queued_sends() const noexcept { return static_cast<uint32_t>(ring_.size()); }
 
  protected:

@@ -132,6 +132,12 @@ class pipeline {
 
   void start_initiator(const std::string& strategy, uint64_t run_limit,
                        std::vector<std::string> extra = {}) {
+    initiator = make_initiator(strategy, run_limit, std::move(extra));
+  }
+
+  // An initiator of this pipeline's service that the caller owns (several may run at once).
+  std::unique_ptr<subprocess> make_initiator(const std::string& strategy, uint64_t run_limit,
+                                             std::vector<std::string> extra = {}) {
     std::vector<std::string> argv{binary("zcstore_initiator_comch"),
                                   "-d",
                                   "auto",
@@ -147,7 +153,7 @@ class pipeline {
                                   std::to_string(control_timeout_s)};
     for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
     for (auto& f : extra) argv.push_back(f);
-    initiator = std::make_unique<subprocess>(argv);
+    return std::make_unique<subprocess>(argv);
   }
 
   bool start_all(const std::string& strategy, uint64_t run_limit,
