@@ -44,8 +44,10 @@ int main(int argc, char** argv) {
     return service::serve_sessions(
         config, server, std::move(targets), connect,
         [&](service::target_set& session_targets, service::client_link& client) {
-          service::zero_copy_session session({config.cpus, config.poll_mode, timeout}, device,
-                                             session_targets, client);
+          service::zero_copy_session session(
+              {config.cpus, config.poll_mode, timeout,
+               std::chrono::duration_cast<std::chrono::milliseconds>(config.reconnect_timeout)},
+              device, session_targets, client);
           const service::session_outcome outcome = service::serve_client(client, session);
           return service::session_result{outcome, session.data_path_errors(),
                                          storage::format_core_stats(session.stats())};

@@ -16,6 +16,8 @@ inline constexpr const char* program_name = "zcstore_comch_to_rdma_zero_copy";
 
 struct zero_copy_config : service::service_config {
   std::string storage_server;  // "a.b.c.d:port", checked
+  // --reconnect-timeout: how long a target lost mid-session is dialled again (0: the session ends).
+  std::chrono::seconds reconnect_timeout{0};
 };
 
 // Parses and checks argv. Returns an exit status when the program must stop now (help, version,

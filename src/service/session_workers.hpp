@@ -82,16 +82,12 @@ class session_workers {
         ZC_LOG_ERROR("worker on cpu {}: IOs still in flight after the drain limit", w.cpu());
     });
   }
-  // Stops every worker, once: drain(), then the fence — every rdma context stops and
-  // `memory_fenced()` (the host's pages are out of every transfer's reach) holds, within one
-  // drain limit — and only then are the IOs a target never answered answered with
-  // connection_reset. A fence that does not complete ends the process (end_process_unfenced).
-  // Keeps each worker's stats and errors.
+  // The fence: every rdma context stops and `memory_fenced()` (the host's pages are out of every
+  // transfer's reach) holds, within one drain limit (plus the rdma layer's goodbye allowance).
+  // False when it did not complete: the caller must not touch the held IOs then.
   template <typename MemoryFenced>
-  void stop(MemoryFenced memory_fenced) noexcept {
-    if (workers_.empty() || stopped_) return;
-    stopped_ = true;
-    drain();
+  bool fence(MemoryFenced memory_fenced) noexcept {
+    if (workers_.empty()) return true;
     for_each_worker(workers_, [](Worker& w) { w.steps().begin_fence(); });
     const auto deadline =
         core::steady_clock::now() + workers_.front()->steps().drain_limit() + fence_allowance;
@@ -103,13 +99,22 @@ class session_workers {
       }
     });
     while (fenced && !memory_fenced()) {
-      if (core::steady_clock::now() >= deadline) {
-        fenced = false;
-        break;
-      }
+      if (core::steady_clock::now() >= deadline) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (!fenced) end_process_unfenced("a target's transfers could not be fenced off the host");
+    return fenced;
+  }
+
+  // Stops every worker, once: drain(), then fence(), and only then are the IOs a target never
+  // answered answered with connection_reset. A fence that does not complete ends the process
+  // (end_process_unfenced). Keeps each worker's stats and errors.
+  template <typename MemoryFenced>
+  void stop(MemoryFenced memory_fenced) noexcept {
+    if (workers_.empty() || stopped_) return;
+    stopped_ = true;
+    drain();
+    if (!fence(memory_fenced))
+      end_process_unfenced("a target's transfers could not be fenced off the host");
     const auto answered_by = core::steady_clock::now() + workers_.front()->steps().drain_limit();
     for_each_worker(
         workers_, [&](Worker& w) { w.steps().answer_held(status::connection_reset, answered_by); });

@@ -14,7 +14,10 @@ target_set::target_set(const std::vector<std::string>& addresses,
                        std::chrono::milliseconds control_timeout,
                        std::chrono::milliseconds keep_alive_timeout,
                        std::shared_ptr<const storage::psk_file> tls_keys)
-    : timeout_(control_timeout), addresses_(addresses) {
+    : timeout_(control_timeout),
+      keep_alive_timeout_(keep_alive_timeout),
+      tls_keys_(tls_keys),
+      addresses_(addresses) {
   // The reference's connect loop had no bound: one deadline for every target here.
   const auto deadline = std::chrono::steady_clock::now() + control_timeout;
   for (size_t i = 0; i < addresses_.size(); ++i) {
@@ -32,6 +35,22 @@ target_set::target_set(const std::vector<std::string>& addresses,
 }
 
 target_set::~target_set() = default;
+
+void target_set::redial(size_t target, std::chrono::steady_clock::time_point deadline) {
+  if (target >= channels_.size())
+    throw status_error(status::invalid_value, fmt::format("no storage target {}", target));
+  channels_[target]->close();
+  try {
+    channels_[target] =
+        std::make_unique<storage::tcp_client_channel>(addresses_[target], deadline, tls_keys_);
+  } catch (const status_error& e) {
+    throw status_error(e.code(),
+                       fmt::format("cannot connect to storage {}: {}", name(target), e.what()));
+  }
+  forgotten_[target] = false;
+  alive_[target] = storage::keep_alive(keep_alive_timeout_);
+  ZC_LOG_INFO("connected to storage {} again{}", name(target), tls_keys_ ? " over TLS" : "");
+}
 
 bool target_set::connected(size_t target) const noexcept {
   return target < channels_.size() && channels_[target]->is_connected();

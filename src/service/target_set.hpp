@@ -92,6 +92,11 @@ class target_set {
   // the keep-alive timeout.
   void check_connections();
 
+  // Reconnect (--reconnect-timeout): closes target `target`'s connection if still open and dials
+  // it again until `deadline` (refused connects retried), with the set's TLS keys; its keep-alive
+  // clock starts afresh. Throws as the constructor does.
+  void redial(size_t target, std::chrono::steady_clock::time_point deadline);
+
   // Best effort, for a session that failed: sends shutdown_request to every connected target and
   // waits up to control_timeout for each answer. Never throws.
   void shutdown_all(uint32_t correlation_id) noexcept;
@@ -108,6 +113,8 @@ class target_set {
   void check_keep_alive_answer(size_t target, const storage::message& answer);
 
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds keep_alive_timeout_;
+  std::shared_ptr<const storage::psk_file> tls_keys_;
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<storage::tcp_client_channel>> channels_;
   uint32_t next_mid_ = 0;  // REFERENCE_SPEC §2.5: from 0, shared by every target

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "core/thread.hpp"
 #include "service/worker_connections.hpp"
 
 #include <exception>
@@ -31,9 +32,11 @@ message zero_copy_session::forward(const message& request, message_type type,
 
 message zero_copy_session::on_query(const message& request) {
   // The target's payload, or its error, with the client's ids (§2.7 step 2).
-  return relay(forward(request, message_type::query_storage_request, storage::empty_payload{},
-                       message_type::query_storage_response),
-               request);
+  message reply = forward(request, message_type::query_storage_request, storage::empty_payload{},
+                          message_type::query_storage_response);
+  if (const auto* g = std::get_if<storage::query_storage_response_payload>(&reply.payload))
+    geometry_ = *g;
+  return relay(reply, request);
 }
 
 message zero_copy_session::on_init(const message& request) {
@@ -73,12 +76,15 @@ message zero_copy_session::on_init(const message& request) {
     // i's consumer has the i-th smallest id (the pairing rule, storage/peer_consumers.hpp).
     comch::connection* conn = client_.channel().connection();
     if (conn == nullptr) throw session_lost(status::not_connected, "client connection lost");
+    transactions_ = n;
+    core_count_ = init->core_count;
     for (uint32_t i = 0; i < init->core_count; ++i) {
       zero_copy_worker& w = workers_.add(std::make_unique<zero_copy_worker>(
           options_.cpus[i], options_.poll_mode, device_, *conn, n,
           zero_copy_worker_limits{.command = options_.control_timeout,
                                   .drain = options_.control_timeout,
-                                  .io = options_.control_timeout}));
+                                  .io = options_.control_timeout},
+          options_.reconnect_timeout.count() != 0));
       const std::optional<message> refused = on_targets([&] {
         return connect_worker(
             targets_, request, i,
@@ -148,14 +154,128 @@ message zero_copy_session::on_shutdown(const message& request) {
 }
 
 void zero_copy_session::check_health() {
-  on_targets([this] { targets_.check_connections(); });
+  // Reconnecting is for a running data path: before start and after stop a lost target ends the
+  // session as in the reference.
+  const bool may_reconnect =
+      options_.reconnect_timeout.count() != 0 && workers_.started() && !workers_.stopped();
+  if (!may_reconnect) {
+    on_targets([this] { targets_.check_connections(); });
+  } else {
+    try {
+      on_targets([this] { targets_.check_connections(); });
+    } catch (const session_lost& e) {
+      if (e.code() == status::shutdown) throw;
+      reconnect(e.what());
+      return;
+    }
+  }
   // A data path that lost its target while the control connection lives on (a link down, a
   // target worker gone) leaves the host's IOs unanswered: the session ends, so they fail now.
-  for (const auto& w : workers_)
-    if (w->rdma_lost())
-      throw session_lost(
-          status::connection_reset,
-          fmt::format("worker on cpu {} lost its rdma connection to the target", w->cpu()));
+  for (const auto& w : workers_) {
+    if (!w->rdma_lost()) continue;
+    const std::string why =
+        fmt::format("worker on cpu {} lost its rdma connection to the target", w->cpu());
+    if (!may_reconnect) throw session_lost(status::connection_reset, why);
+    reconnect(why);
+    return;
+  }
+}
+
+void zero_copy_session::reconnect(const std::string& why) {
+  using clock = std::chrono::steady_clock;
+  const auto started = clock::now();
+  const auto deadline = started + options_.reconnect_timeout;
+  ZC_LOG_WARN(
+      "the target is lost ({}): holding the host's IOs and dialling it again for up to "
+      "{} s (--reconnect-timeout)",
+      why, options_.reconnect_timeout.count() / 1000);
+  // Every worker holds its IOs from now on (those the lost target has, those the host sends),
+  // then the fence: nothing of the lost target may land in the host's memory once its IOs go to
+  // another.
+  for (const auto& w : workers_) w->hold();
+  host_map_->withdraw_rdma_export();
+  if (!workers_.fence([this] { return host_map_->rdma_export_drained(); }))
+    end_process_unfenced("a lost target's transfers could not be fenced off the host");
+  std::chrono::milliseconds pause{200};
+  for (;;) {
+    try {
+      rejoin(deadline);
+      ++reconnects_;
+      ZC_LOG_INFO(
+          "reconnected to the target after {} ms",
+          std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started).count());
+      return;
+    } catch (const session_lost&) {
+      throw;
+    } catch (const std::exception& e) {
+      ZC_LOG_WARN("the target is not back yet: {}", e.what());
+    }
+    // A half-done attempt may have connected some contexts: fenced again before the next one.
+    host_map_->withdraw_rdma_export();
+    if (!workers_.fence([this] { return host_map_->rdma_export_drained(); }))
+      end_process_unfenced("a lost target's transfers could not be fenced off the host");
+    if (clock::now() + pause >= deadline)
+      throw session_lost(status::time_out,
+                         fmt::format("the target did not come back within --reconnect-timeout "
+                                     "{} s ({})",
+                                     options_.reconnect_timeout.count() / 1000, why));
+    // The client is served meanwhile (its keep-alives answered; requests wait their turn).
+    (void)client_.pump_until([] { return false; }, pause);
+    if (core::stop_requested()) throw session_lost(status::shutdown, "stop requested");
+    pause = std::min(pause * 2, std::chrono::milliseconds(5000));
+  }
+}
+
+void zero_copy_session::rejoin(std::chrono::steady_clock::time_point deadline) {
+  using clock = std::chrono::steady_clock;
+  targets_.redial(0, std::min(deadline, clock::now() + options_.control_timeout));
+  const uint32_t cid = last_correlation_id_;
+  message reply = targets_.request(0, {message_type::query_storage_request, cid, {}},
+                                   message_type::query_storage_response);
+  const auto* g = std::get_if<storage::query_storage_response_payload>(&reply.payload);
+  if (g == nullptr) throw status_error(status::unexpected, "the target refused the query");
+  if (geometry_ && *g != *geometry_)
+    throw session_lost(
+        status::bad_state,
+        fmt::format("the target came back with other storage ({} bytes in blocks "
+                    "of {}, was {} in blocks of {})",
+                    g->total_size, g->block_size, geometry_->total_size, geometry_->block_size));
+  const std::vector<uint8_t> rdma_blob = host_map_->export_rdma();
+  reply = targets_.request(
+      0,
+      {message_type::init_storage_request, cid,
+       storage::init_storage_request_payload{transactions_, core_count_, rdma_blob}},
+      message_type::init_storage_response);
+  if (reply.type == message_type::error_response)
+    throw status_error(status::not_connected, "the target refused init");
+  message request{message_type::init_storage_request, 0, cid, storage::empty_payload{}};
+  uint32_t i = 0;
+  for (const auto& w : workers_) {
+    w->rearm();
+    zero_copy_worker& worker = *w;
+    const std::optional<message> refused = connect_worker(
+        targets_, request, i++,
+        {[&worker](uint32_t, storage::rdma_role role) { return worker.export_connection(role); },
+         [&worker](uint32_t, storage::rdma_role role, std::span<const uint8_t> blob) {
+           worker.connect(role, blob);
+         }});
+    if (refused) throw status_error(status::not_connected, "the target refused a connection");
+  }
+  reply = targets_.request(0, {message_type::start_storage_request, cid, {}},
+                           message_type::start_storage_response);
+  if (reply.type == message_type::error_response)
+    throw status_error(status::not_connected, "the target refused start");
+  const bool ready = client_.pump_until(
+      [this] {
+        for (const auto& w : workers_)
+          if (!w->ready()) return false;
+        return true;
+      },
+      options_.control_timeout);
+  if (!ready) throw status_error(status::time_out, "the new connections did not come up in time");
+  uint32_t reissued = 0;
+  for (const auto& w : workers_) reissued += w->resume();
+  ZC_LOG_INFO("{} IOs held while the target was away relayed again", reissued);
 }
 
 void zero_copy_session::abort(const std::string& why) noexcept {

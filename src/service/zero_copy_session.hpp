@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct zero_copy_options {
   std::vector<uint32_t> cpus;  // worker i runs on cpus[i]
   core::poll_mode poll_mode = core::poll_mode::adaptive;
   std::chrono::milliseconds control_timeout{5000};
+  // --reconnect-timeout: a target lost while the data path runs is dialled again for this long,
+  // the host's IOs held meanwhile and relayed again once it is back; 0 ends the session.
+  std::chrono::milliseconds reconnect_timeout{0};
 };
 
 class zero_copy_session final : public request_handler {
@@ -54,6 +58,13 @@ class zero_copy_session final : public request_handler {
                            storage::message_payload payload, storage::message_type expected);
   void stop_workers() noexcept;
   void teardown() noexcept;
+  // The data path lost its target (`why`): fences it, then dials it again until it is back with
+  // the same storage and every worker relays its held IOs, or throws session_lost past the
+  // reconnect timeout (the held IOs are then answered by the teardown, after the fence).
+  void reconnect(const std::string& why);
+  // One attempt at the target's init, connections and start for every worker; throws
+  // status_error when it failed.
+  void rejoin(std::chrono::steady_clock::time_point deadline);
 
   zero_copy_options options_;
   const core::device& device_;
@@ -63,6 +74,11 @@ class zero_copy_session final : public request_handler {
   session_workers<zero_copy_worker, zero_copy_worker_stats> workers_;
   bool failed_ = false;
   uint32_t last_correlation_id_ = 0;
+  // The init request's counts and the storage's geometry, for a reconnect.
+  uint32_t transactions_ = 0;
+  uint32_t core_count_ = 0;
+  std::optional<storage::query_storage_response_payload> geometry_;
+  uint64_t reconnects_ = 0;
 };
 
 }  // namespace zc::service

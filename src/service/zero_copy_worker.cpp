@@ -45,7 +45,8 @@ constexpr uint64_t tag_of(uint32_t slot, uint32_t generation) noexcept {
 class zero_copy_worker::io_path final : public core::event_source {
  public:
   io_path(uint32_t cpu, core::progress_engine& engine, const core::device& device,
-          comch::connection& conn, uint32_t transactions, std::chrono::milliseconds io_timeout);
+          comch::connection& conn, uint32_t transactions, std::chrono::milliseconds io_timeout,
+          bool hold_on_loss);
   ~io_path() override;
 
   uint32_t consumer_id() const noexcept { return consumer_->id(); }
@@ -86,6 +87,16 @@ class zero_copy_worker::io_path final : public core::event_source {
            producer_->state() == core::context_state::idle;
   }
   bool rdma_lost() const noexcept { return rdma_lost_.load(std::memory_order_relaxed); }
+  // Reconnect: once fenced (rdma_stopped()), new rdma contexts replace the stopped ones, ready to
+  // be connected as at init. The IOs held since the loss stay held.
+  void rearm();
+  // Reconnect: from now on the IOs of the target are held (as after a loss) and its contexts
+  // stop.
+  void hold() noexcept { lose(status::connection_reset); }
+  // Once the new contexts run: every IO held since the loss (relayed to the lost target, or
+  // taken from the host since) is relayed again, with a new tag, so no answer of the lost target
+  // can match it. Returns how many.
+  uint32_t resume() noexcept;
   zero_copy_worker_stats stats() const noexcept {
     return {cpu_, operations_, errors_, engine_.hits(), engine_.misses()};
   }
@@ -116,6 +127,7 @@ class zero_copy_worker::io_path final : public core::event_source {
     core::buffer* message = nullptr;  // B_j
     rdma::receive_task* receive = nullptr;
     comch::producer_send_task* forward = nullptr;
+    bool forwarding = false;  // B_j is on its way to the host: not posted again until it arrived
   };
 
   rdma::context& context_of(storage::rdma_role role) {
@@ -125,6 +137,8 @@ class zero_copy_worker::io_path final : public core::event_source {
     return static_cast<uint32_t>(t.get_user_data().u64);
   }
   void note_error(const char* what, status s) noexcept;
+  // The two rdma contexts and their tasks for every slot, started (at build and at rearm).
+  void build_rdma();
 
   // Request path.
   void post_request_receive(request_slot& s) noexcept;
@@ -156,6 +170,10 @@ class zero_copy_worker::io_path final : public core::event_source {
 
   const uint32_t cpu_;
   core::progress_engine& engine_;
+  const core::device& device_;
+  // --reconnect-timeout: a lost target's IOs, and those the host sends meanwhile, are held for
+  // resume() instead of answered (answer_held() still answers them when the session gives up).
+  const bool hold_on_loss_;
   const uint32_t transactions_;
   const std::chrono::milliseconds io_timeout_;
   bool serving_ = false;
@@ -192,9 +210,12 @@ class zero_copy_worker::io_path final : public core::event_source {
 
 zero_copy_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                    const core::device& device, comch::connection& conn,
-                                   uint32_t transactions, std::chrono::milliseconds io_timeout)
+                                   uint32_t transactions, std::chrono::milliseconds io_timeout,
+                                   bool hold_on_loss)
     : cpu_(cpu),
       engine_(engine),
+      device_(device),
+      hold_on_loss_(hold_on_loss),
       transactions_(transactions),
       io_timeout_(io_timeout),
       // PCI read-write: the host's producer writes requests straight into A_i.
@@ -231,14 +252,45 @@ zero_copy_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
               },
           .on_send_error =
               [this](comch::producer_send_task& t) { host_send_failed(index_of(t), t.result()); }});
-  control_ = std::make_unique<rdma::context>(engine, device);
-  data_ = std::make_unique<rdma::context>(engine, device);
+  uint8_t* base = messages_->data();
+  for (uint32_t i = 0; i < transactions; ++i) {
+    request_slot& r = requests_[i];
+    throw_if_failed(inventory_.get_by_addr(*messages_, base + size_t(i) * io_message_size,
+                                           io_message_size, r.message),
+                    "request buffer");
+    r.receive = consumer_->allocate_post_recv(*r.message);
+    r.answer = producer_->allocate_send(*r.message, 0);
+    if (r.receive == nullptr || r.answer == nullptr)
+      throw status_error(status::no_memory, "comch tasks");
+    r.receive->set_user_data(core::make_user_data(i));
+    r.answer->set_user_data(core::make_user_data(transactions + i));
+
+    response_slot& p = responses_[i];
+    throw_if_failed(
+        inventory_.get_by_addr(*messages_, base + size_t(transactions + i) * io_message_size,
+                               io_message_size, p.message),
+        "response buffer");
+    p.forward = producer_->allocate_send(*p.message, 0);
+    if (p.forward == nullptr) throw status_error(status::no_memory, "comch send task");
+    p.forward->set_user_data(core::make_user_data(i));
+  }
+  // The consumer first: its id is assigned now, before the next worker's (pairing rule).
+  throw_if_failed(consumer_->start(), "start comch consumer");
+  throw_if_failed(producer_->start(), "start comch producer");
+  build_rdma();
+  engine_.attach(*this);
+  attached_ = true;
+}
+
+void zero_copy_worker::io_path::build_rdma() {
+  control_ = std::make_unique<rdma::context>(engine_, device_);
+  data_ = std::make_unique<rdma::context>(engine_, device_);
   // io_control: nothing of ours is the peer's to touch. io_data: the target moves the host's
   // pages (our re-export of them) both ways through it.
   for (rdma::context* ctx : {control_.get(), data_.get()}) {
     // One timeout model (worker_host.hpp): a relayed IO's deadline is the control timeout; the
     // rdma task timeout, twice it, is only the transport's backstop.
-    ctx->set_task_timeout(rdma_timeout_for(io_timeout));
+    ctx->set_task_timeout(rdma_timeout_for(io_timeout_));
     ctx->set_state_changed_callback(
         [this, ctx](core::context&, core::context_state previous, core::context_state next) {
           if ((serving_ || awaiting_ != 0) && !fencing_ &&
@@ -249,47 +301,24 @@ zero_copy_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
   control_->set_permissions(core::access::local_read_only);
   data_->set_permissions(core::access::rdma_read | core::access::rdma_write);
   control_->configure<rdma::send_task>(
-      transactions, [this](rdma::send_task& t) { on_relayed(requests_[index_of(t)]); },
+      transactions_, [this](rdma::send_task& t) { on_relayed(requests_[index_of(t)]); },
       [this](rdma::send_task& t) { on_relay_failed(requests_[index_of(t)], t.result()); });
   control_->configure<rdma::receive_task>(
-      transactions, [this](rdma::receive_task& t) { on_response(index_of(t)); },
+      transactions_, [this](rdma::receive_task& t) { on_response(index_of(t)); },
       [this](rdma::receive_task& t) {
         on_response_receive_failed(responses_[index_of(t)], t.result());
       });
-  uint8_t* base = messages_->data();
-  for (uint32_t i = 0; i < transactions; ++i) {
+  for (uint32_t i = 0; i < transactions_; ++i) {
+    const auto ud = core::make_user_data(i);
     request_slot& r = requests_[i];
-    throw_if_failed(inventory_.get_by_addr(*messages_, base + size_t(i) * io_message_size,
-                                           io_message_size, r.message),
-                    "request buffer");
-    auto ud = core::make_user_data(i);
-    r.receive = consumer_->allocate_post_recv(*r.message);
-    r.answer = producer_->allocate_send(*r.message, 0);
-    if (r.receive == nullptr || r.answer == nullptr)
-      throw status_error(status::no_memory, "comch tasks");
-    r.receive->set_user_data(ud);
-    r.answer->set_user_data(core::make_user_data(transactions + i));
     throw_if_failed(control_->allocate(ud, r.relay), "rdma send task");
     r.relay->set_src(*r.message);
-
     response_slot& p = responses_[i];
-    throw_if_failed(
-        inventory_.get_by_addr(*messages_, base + size_t(transactions + i) * io_message_size,
-                               io_message_size, p.message),
-        "response buffer");
     throw_if_failed(control_->allocate(ud, p.receive), "rdma receive task");
-    p.forward = producer_->allocate_send(*p.message, 0);
-    if (p.forward == nullptr) throw status_error(status::no_memory, "comch send task");
-    p.forward->set_user_data(ud);
     p.receive->set_dst(*p.message);
   }
-  // The consumer first: its id is assigned now, before the next worker's (pairing rule).
-  throw_if_failed(consumer_->start(), "start comch consumer");
-  throw_if_failed(producer_->start(), "start comch producer");
   throw_if_failed(control_->start(), "start io_control context");
   throw_if_failed(data_->start(), "start io_data context");
-  engine_.attach(*this);
-  attached_ = true;
 }
 
 zero_copy_worker::io_path::~io_path() {
@@ -365,6 +394,12 @@ void zero_copy_worker::io_path::on_request(request_slot& s) noexcept {
     return;
   }
   if (lost_) {
+    if (hold_on_loss_) {
+      // Held for resume() (or answer_held() when the session gives up).
+      s.awaiting = true;
+      ++awaiting_;
+      return;
+    }
     answer_failure(index, status::not_connected);
     return;
   }
@@ -467,13 +502,52 @@ void zero_copy_worker::io_path::lose(status why) noexcept {
   rdma_lost_.store(true, std::memory_order_relaxed);
   ZC_LOG_ERROR("worker {}: the target failed ({}): fencing it; {} IOs wait for the fence", cpu_,
                status_name(why), awaiting_);
-  // Requests UCX never took cannot reach the target: answered now.
+  // Requests UCX never took cannot reach the target: answered now, or held for resume().
   while (!relays_.empty()) {
     request_slot& s = requests_[relays_.front()];
     relays_.pop();
-    fail_unsent(s, status::not_connected);
+    if (hold_on_loss_) {
+      s.queued = false;
+      s.relaying = false;
+    } else {
+      fail_unsent(s, status::not_connected);
+    }
   }
   stop_rdma();
+}
+
+void zero_copy_worker::io_path::rearm() {
+  if (!rdma_stopped())
+    throw status_error(status::bad_state,
+                       fmt::format("worker on cpu {}: rdma contexts not stopped", cpu_));
+  // Idle contexts hold no task in flight: their tasks (relays, response receives) go with them.
+  control_.reset();
+  data_.reset();
+  build_rdma();
+}
+
+uint32_t zero_copy_worker::io_path::resume() noexcept {
+  lost_ = false;
+  fencing_ = false;
+  rdma_lost_.store(false, std::memory_order_relaxed);
+  for (auto& p : responses_)
+    if (!p.forwarding) post_response_receive(p);
+  uint32_t reissued = 0;
+  for (uint32_t index = 0; index < transactions_; ++index) {
+    request_slot& s = requests_[index];
+    if (!s.awaiting || s.relaying) continue;
+    ++s.generation;
+    io_message_view msg(s.message->head());
+    msg.set_user_data(tag_of(index, s.generation));
+    s.relaying = true;
+    s.deadline = msg.type() == io_message_type::flush ? core::steady_clock::time_point::max()
+                                                      : engine_.coarse_time() + io_timeout_;
+    if (s.deadline < next_check_) next_check_ = s.deadline;
+    ++reissued;
+    relay(index);
+  }
+  ZC_LOG_INFO("worker {}: {} IOs held since the loss relayed again", cpu_, reissued);
+  return reissued;
 }
 
 void zero_copy_worker::io_path::answer_held(status why) noexcept {
@@ -505,6 +579,7 @@ void zero_copy_worker::io_path::check_deadlines(core::steady_clock::time_point n
 void zero_copy_worker::io_path::post_response_receive(response_slot& s) noexcept {
   (void)s.message->set_data(s.message->head(), 0);
   if (!serving_ && in_flight_ == 0) return;
+  if (lost_) return;  // the contexts are fenced; resume() posts every receive on the new ones
   if (status r = control_->submit(*s.receive); !ok(r) && !fencing_)
     note_error("cannot post rdma receive", r);
 }
@@ -542,6 +617,7 @@ void zero_copy_worker::io_path::on_response(uint32_t index) noexcept {
   --awaiting_;
   msg.set_user_data(s.host_user_data);
   // The target's result goes to the host unchanged (the reference forced SUCCESS, §8.3).
+  p.forwarding = true;
   send_to_host(index);
   recycle_if_done(s);
 }
@@ -553,6 +629,7 @@ void zero_copy_worker::io_path::on_response_receive_failed(response_slot& s, sta
 }
 
 void zero_copy_worker::io_path::on_forwarded(response_slot& s, bool delivered) noexcept {
+  s.forwarding = false;
   if (delivered) ++operations_;
   io_done();
   post_response_receive(s);
@@ -619,15 +696,16 @@ core::steady_clock::time_point zero_copy_worker::io_path::next_deadline() const 
 
 zero_copy_worker::zero_copy_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
                                    comch::connection& conn, uint32_t transactions,
-                                   zero_copy_worker_limits limits)
+                                   zero_copy_worker_limits limits, bool hold_on_loss)
     : cpu_(cpu), host_(cpu, mode, limits) {
   if (transactions == 0 || transactions > max_worker_transactions)
     throw status_error(status::invalid_value, fmt::format("transaction count {} is outside 1..{}",
                                                           transactions, max_worker_transactions));
   // By value: a build that outlives this wait must not read this constructor's frame.
   host_.build([cpu, engine = &host_.engine(), device = &device, conn = &conn, transactions,
-               io_timeout = limits.io] {
-    return std::make_unique<io_path>(cpu, *engine, *device, *conn, transactions, io_timeout);
+               io_timeout = limits.io, hold_on_loss] {
+    return std::make_unique<io_path>(cpu, *engine, *device, *conn, transactions, io_timeout,
+                                     hold_on_loss);
   });
   consumer_id_ = host_.call([](io_path& io) { return io.consumer_id(); });
 }
@@ -655,6 +733,18 @@ void zero_copy_worker::start_data_path(uint32_t host_consumer_id) {
 
 void zero_copy_worker::close_comch() {
   host_.close_comch();
+}
+
+void zero_copy_worker::hold() {
+  host_.call([](io_path& io) { io.hold(); });
+}
+
+void zero_copy_worker::rearm() {
+  host_.call([](io_path& io) { io.rearm(); });
+}
+
+uint32_t zero_copy_worker::resume() {
+  return host_.call([](io_path& io) { return io.resume(); });
 }
 
 bool zero_copy_worker::rdma_lost() const noexcept {

@@ -41,10 +41,12 @@ class zero_copy_worker {
   // conn: the client's comch connection; transactions: N (1..max_worker_transactions). Builds
   // and starts the comch consumer before returning, so its id is assigned (the pairing rule of
   // storage/peer_consumers.hpp) and the rdma contexts, ready to connect. The device must outlive
-  // the worker. Throws status_error.
+  // the worker. With hold_on_loss (--reconnect-timeout), the IOs of a lost target and those the
+  // host sends after the loss are held for resume() instead of answered failed. Throws
+  // status_error.
   zero_copy_worker(uint32_t cpu, core::poll_mode mode, const core::device& device,
                    comch::connection& conn, uint32_t transactions,
-                   zero_copy_worker_limits limits = {});
+                   zero_copy_worker_limits limits = {}, bool hold_on_loss = false);
   // Stops what runs (bounded) and destroys it on the worker thread, then joins it.
   ~zero_copy_worker();
   zero_copy_worker(const zero_copy_worker&) = delete;
@@ -72,6 +74,14 @@ class zero_copy_worker {
   // One of its rdma connections left running while IOs were served (the target or the link
   // failed): IOs already relayed will get no answer. Any thread.
   bool rdma_lost() const noexcept;
+  // Reconnect: the worker holds its IOs from now on and stops its rdma contexts (as when it lost
+  // the target itself); fence with steps() after.
+  void hold();
+  // Reconnect, once fenced (steps().wait_fenced): new rdma contexts, to be exported and connected
+  // as at init. Throws status_error.
+  void rearm();
+  // Once the new contexts run: relays again every IO held since the loss; returns how many.
+  uint32_t resume();
 
  private:
   uint32_t cpu_;

@@ -69,6 +69,8 @@ struct pipeline_options {
   // Added to the target's and the service's command lines (--keep-serving, --tls-psk FILE, ...).
   std::vector<std::string> target_flags;
   std::vector<std::string> service_flags;
+  // The initiator's --control-timeout (its IOs' own deadline is twice it).
+  int initiator_control_timeout_s = control_timeout_s;
 };
 
 // The three processes; each is SIGKILLed if still running when the test ends.
@@ -150,7 +152,7 @@ class pipeline {
                                   "--command-channel-name",
                                   channel_,
                                   "--control-timeout",
-                                  std::to_string(control_timeout_s)};
+                                  std::to_string(options_.initiator_control_timeout_s)};
     for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
     for (auto& f : extra) argv.push_back(f);
     return std::make_unique<subprocess>(argv);

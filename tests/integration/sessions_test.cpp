@@ -307,6 +307,52 @@ TEST(sessions, the_service_serves_two_initiators_at_once_and_refuses_a_third_cle
   std::filesystem::remove(content);
 }
 
+// --reconnect-timeout: a target killed with -9 in the middle of a validated read/write run and
+// started again on the same backing file and port is dialled again; the IOs it had, and those the
+// host sent while it was away, are held and relayed again, so the run ends with every IO
+// answered successfully and every block read back as written.
+TEST(sessions, a_restarted_target_is_reconnected_and_no_io_is_lost) {
+  const auto file = std::filesystem::temp_directory_path() / unique_name("reconnect-disk");
+  pipeline p({.backing_file = file.string(),
+              .service_flags = {"--reconnect-timeout", "30"},
+              .initiator_control_timeout_s = 30});
+  ASSERT_TRUE(p.start_target() && p.start_service()) << p.all_output();
+  EXPECT_NE(p.service->output().find("reconnect_timeout: 30"), std::string::npos) << p.all_output();
+  p.start_initiator("read_write_data_validity_test", 400'000, {"--transaction-count", "16"});
+  ASSERT_TRUE(p.initiator->wait_for_output("running read_write_data_validity_test", start_timeout))
+      << p.all_output();
+  std::this_thread::sleep_for(300ms);  // IOs in flight at the target when it dies
+  p.target->signal(SIGKILL);
+  ASSERT_TRUE(p.target->wait(start_timeout).has_value());
+  ASSERT_TRUE(p.service->wait_for_output("holding the host's IOs", start_timeout))
+      << p.all_output();
+  ASSERT_TRUE(p.start_target()) << p.all_output();
+  ASSERT_TRUE(p.service->wait_for_output("reconnected to the target", start_timeout))
+      << p.all_output();
+  EXPECT_EQ(p.initiator->wait(run_timeout), std::optional<int>(0)) << p.all_output();
+  EXPECT_EQ(p.initiator->output().find("Test failed"), std::string::npos) << p.all_output();
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  std::filesystem::remove(file);
+}
+
+// Past --reconnect-timeout the held IOs fail with a clear status and the session ends: the host
+// is answered, never left waiting.
+TEST(sessions, a_target_that_stays_away_past_the_reconnect_timeout_ends_the_session) {
+  pipeline p({.service_flags = {"--reconnect-timeout", "2"}, .initiator_control_timeout_s = 30});
+  ASSERT_TRUE(p.start_target() && p.start_service()) << p.all_output();
+  p.start_initiator("read_write_data_validity_test", 1'000'000'000, {"--transaction-count", "8"});
+  ASSERT_TRUE(p.initiator->wait_for_output("running read_write_data_validity_test", start_timeout))
+      << p.all_output();
+  p.target->signal(SIGKILL);
+  const auto code = p.initiator->wait(2s + std::chrono::seconds(control_timeout_s) + exit_margin);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_NE(*code, 0) << p.all_output();
+  EXPECT_NE(p.service->output().find("the target did not come back within --reconnect-timeout 2 s"),
+            std::string::npos)
+      << p.all_output();
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
+}
+
 // A target that stops answering is found by the service's keep-alive while it waits for a client.
 TEST(sessions, a_frozen_target_is_found_by_the_services_keep_alive) {
   pipeline p({.service_flags = {"--keep-alive-timeout", "2"}});
