@@ -159,11 +159,22 @@ size_t server::accept_all() {
       internal::close_fd(fd);
       continue;
     }
-    std::unique_ptr<connection> c(new connection(*this, *this, fd, false, next_connection_id_++,
-                                                 peer, config_.max_msg_size,
-                                                 config_.recv_queue_size, poller_->mailbox()));
-    poller_->watch(*c);
-    connections_.push_back(std::move(c));
+    std::unique_ptr<connection> c;
+    try {
+      c.reset(new connection(*this, *this, fd, false, next_connection_id_++, peer,
+                             config_.max_msg_size, config_.recv_queue_size, poller_->mailbox()));
+      poller_->watch(*c);
+      connections_.push_back(std::move(c));
+    } catch (const std::exception& e) {
+      // Out of descriptors or memory for the peer's link: that peer is dropped (a connection
+      // built closes its socket as it goes), the listener rests, and every other peer goes on.
+      if (!c) internal::close_fd(fd);
+      ZC_SDK_LOG_ERROR("comch server \"{}\": cannot take peer pid {}: {}; accepting again in {} ms",
+                       config_.name, peer.pid, e.what(), accept_backoff.count());
+      accept_resumes_at_ = core::steady_clock::now() + accept_backoff;
+      pause_accepting(true);
+      break;
+    }
     connection& added = *connections_.back();
     if (peer.uid != geteuid()) {
       added.refuse(status::not_permitted,

@@ -49,8 +49,12 @@ void client_link::drain_events() {
 void client_link::keep(message&& m) {
   alive_.heard(std::chrono::steady_clock::now());
   if (m.type == message_type::keep_alive_request) {
-    // Answered whatever the stage; a failed send shows as the connection's loss on the next poll.
-    (void)server_.send(storage::make_response(m, message_type::keep_alive_response));
+    // Answered whatever the stage. A client whose answers pile up unread (full) does not read
+    // its connection: its session ends rather than hold what every session shares.
+    if (status s = server_.send(storage::make_response(m, message_type::keep_alive_response));
+        !ok(s))
+      throw session_lost(
+          s, fmt::format("cannot answer the client's keep-alive: {}", server_.last_error()));
     return;
   }
   if (early_.size() >= max_queued_requests)
@@ -184,8 +188,8 @@ session_outcome serve_client(client_link& client, request_handler& handler,
       return session_outcome::failed;
     }
   }
-  ZC_LOG_INFO("client connected (pid {})",
-              server.connection() != nullptr ? server.connection()->peer_pid() : 0);
+  ZC_LOG_DEBUG("client connected (pid {})",
+               server.connection() != nullptr ? server.connection()->peer_pid() : 0);
   client.client_connected();
 
   size_t stage = 0;

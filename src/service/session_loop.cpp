@@ -22,20 +22,30 @@ constexpr auto longest_redial_pause = 30s;
 // How often a session thread waiting for its client checks its targets (keep-alives included).
 constexpr auto idle_check = 200ms;
 
-// A session's targets, dialled until they answer or a stop is requested (nullptr).
-std::unique_ptr<target_set> redial(const target_connector& connect) {
-  std::chrono::milliseconds pause = first_redial_pause;
+// Sleeps `pause` (false when a stop came first) and doubles it, up to the longest pause.
+bool pause_before_redial(std::chrono::milliseconds& pause) {
+  if (!core::sleep_unless_stopped(std::chrono::steady_clock::now() + pause)) return false;
+  pause = std::min<std::chrono::milliseconds>(pause * 2, longest_redial_pause);
+  return true;
+}
+
+// A session's targets, dialled until each one has a session for us (a keep-alive answered) or a
+// stop is requested (nullptr). `pause` grows across failures; the caller resets it once a session
+// ran.
+std::unique_ptr<target_set> redial(const target_connector& connect,
+                                   std::chrono::milliseconds& pause) {
   for (;;) {
     if (core::stop_requested()) return nullptr;
     try {
-      return connect();
+      std::unique_ptr<target_set> targets = connect();
+      targets->confirm();
+      return targets;
     } catch (const status_error& e) {
       if (e.code() == status::shutdown) return nullptr;
       ZC_LOG_ERROR("cannot reach the storage for the next session: {}; trying again in {} s",
                    e.what(), pause.count() / 1000);
     }
-    if (!core::sleep_unless_stopped(std::chrono::steady_clock::now() + pause)) return nullptr;
-    pause = std::min<std::chrono::milliseconds>(pause * 2, longest_redial_pause);
+    if (!pause_before_redial(pause)) return nullptr;
   }
 }
 
@@ -63,8 +73,10 @@ class session_slots {
     try {
       serve_loop(std::move(targets));
     } catch (const std::exception& e) {
+      // Its place is gone for the rest of the program: the exit status says so.
       ZC_LOG_ERROR("a session thread failed: {}", e.what());
       failed_ = true;
+      thread_died_ = true;
     }
     ++finished_;
     server_.wake();
@@ -74,15 +86,17 @@ class session_slots {
   uint64_t errors() const noexcept { return errors_; }
   uint64_t sessions() const noexcept { return sessions_; }
   bool failed() const noexcept { return failed_; }
+  bool thread_died() const noexcept { return thread_died_; }
 
  private:
   void serve_loop(std::unique_ptr<target_set> targets) {
     const auto keep_alive =
         std::chrono::duration_cast<std::chrono::milliseconds>(config_.keep_alive_timeout);
+    std::chrono::milliseconds pause = first_redial_pause;
     for (;;) {
       if (!targets) {
         if (!config_.keep_serving) return;
-        targets = redial(connect_);
+        targets = redial(connect_, pause);
         if (!targets) return;
       }
       std::unique_ptr<storage::comch_session_channel> channel;
@@ -97,6 +111,9 @@ class session_slots {
           failed_ = true;
           return;
         }
+        // Lost before a client came (a target that refused the session, or went away): the
+        // next dial waits, and longer each time.
+        if (!pause_before_redial(pause)) return;
         continue;
       }
       if (!channel) {
@@ -104,6 +121,7 @@ class session_slots {
         targets->shutdown_all(0);
         return;
       }
+      pause = first_redial_pause;
       const uint64_t number = ++sessions_;
       ZC_LOG_INFO("session {}: {} connected", number, channel->peer_name());
       client_link client(*channel, keep_alive);
@@ -146,6 +164,7 @@ class session_slots {
   std::atomic<uint64_t> sessions_{0};
   std::atomic<uint64_t> errors_{0};
   std::atomic<bool> failed_{false};
+  std::atomic<bool> thread_died_{false};
   std::mutex print_mutex_;
 };
 
@@ -178,6 +197,7 @@ int serve_sessions(const service_config& config, storage::comch_session_server& 
     std::fflush(stdout);
   }
   if (slots.errors() != 0) ZC_LOG_ERROR("the data path had {} errors", slots.errors());
+  if (slots.thread_died()) return 1;
   if (config.keep_serving) return slots.errors() != 0 ? 1 : 0;
   return slots.failed() || slots.errors() != 0 ? 1 : 0;
 }

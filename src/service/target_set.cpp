@@ -36,6 +36,31 @@ target_set::target_set(const std::vector<std::string>& addresses,
 
 target_set::~target_set() = default;
 
+void target_set::confirm() {
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    if (forgotten_[i]) continue;
+    auto& channel = *channels_[i];
+    if (status s = channel.send(storage::make_keep_alive()); !ok(s)) lost(i, channel.last_error());
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    for (;;) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      storage::receive_result got =
+          storage::wait_for(channel, std::max(left, std::chrono::milliseconds(1)));
+      if (got.code == status::time_out)
+        throw target_lost(i, status::time_out,
+                          fmt::format("storage {} did not answer a keep-alive within {} ms",
+                                      name(i), timeout_.count()));
+      if (got.code == status::shutdown) throw status_error(status::shutdown, "stop requested");
+      if (got.failed()) lost(i, got.text.empty() ? std::string(status_name(got.code)) : got.text);
+      alive_[i].heard(std::chrono::steady_clock::now());
+      if (got.msg->message_id != storage::keep_alive_message_id) continue;
+      check_keep_alive_answer(i, *got.msg);
+      break;
+    }
+  }
+}
+
 void target_set::redial(size_t target, std::chrono::steady_clock::time_point deadline) {
   if (target >= channels_.size())
     throw status_error(status::invalid_value, fmt::format("no storage target {}", target));

@@ -92,6 +92,11 @@ class target_set {
   // the keep-alive timeout.
   void check_connections();
 
+  // Asks every target not forgotten for a keep-alive answer and waits for it (control_timeout
+  // each): a target that took the connection but has no session for it (over its
+  // --max-sessions) answers with an error. Throws target_lost with its reason, or time_out.
+  void confirm();
+
   // Reconnect (--reconnect-timeout): closes target `target`'s connection if still open and dials
   // it again until `deadline` (refused connects retried), with the set's TLS keys; its keep-alive
   // clock starts afresh. Throws as the constructor does.

@@ -41,13 +41,14 @@ struct session_client {
   std::deque<inbound> inbox;
   std::deque<consumer_event> consumer_events;
   uint64_t dropped_consumer_events = 0;
-  std::deque<std::vector<uint8_t>> outbox;  // frames waiting for a comch send task
-  size_t in_flight = 0;                     // frames with a send task
-  bool taken = false;                       // a session has the channel
-  bool released = false;                    // ... and destroyed it
-  bool close_requested = false;             // the session or a bound wants it closed
-  bool gone = false;                        // the server saw the connection close
-  std::string close_reason;                 // why a bound closed it, for the session
+  std::deque<std::vector<uint8_t>> outbox;        // frames waiting for a comch send task
+  size_t in_flight = 0;                           // frames with a send task
+  bool taken = false;                             // a session has the channel
+  bool released = false;                          // ... and destroyed it
+  std::chrono::steady_clock::time_point arrived;  // accepted (for admission_wait)
+  bool close_requested = false;                   // the session or a bound wants it closed
+  bool gone = false;                              // the server saw the connection close
+  std::string close_reason;                       // why a bound closed it, for the session
 
   void notify_session() noexcept { signal(wake.get()); }
   void notify_server() noexcept { signal(server_wake); }
@@ -255,7 +256,9 @@ comch_session_server::comch_session_server(std::string_view representor, std::st
               .representor = std::string(representor),
               .name = std::string(name),
               .max_msg_size = options.max_msg_size,
-              .send_tasks = options.send_tasks,
+              .send_tasks =
+                  std::max<uint32_t>(options.send_tasks, max_sessions * sends_per_client +
+                                                             uint32_t(max_refused_lingering)),
               .on_send_done = [this](comch::send_task& t) { on_send_done(t); },
               .on_send_error = [this](comch::send_task& t) { on_send_done(t); },
               .events = {.on_message = [this](comch::connection& c,
@@ -323,22 +326,35 @@ size_t comch_session_server::active_sessions() const noexcept {
   return n;
 }
 
+void comch_session_server::refuse(comch::connection& c, std::string reason) {
+  {
+    std::lock_guard lock(mutex_);
+    ++refused_count_;
+  }
+  // Answered when its first request comes; past the bound on lingering refusals, closed now.
+  const bool linger = refused_.size() < max_refused_lingering;
+  ZC_SDK_LOG_WARN("comch session server \"{}\": refused client pid {}: {}{}", server_.config().name,
+                  c.peer_pid(), reason,
+                  linger ? "" : " (closed without an answer: too many refusals pending)");
+  refused_[&c] = {linger ? clock::now() + refusal_linger : clock::now(), !linger,
+                  std::move(reason)};
+}
+
 void comch_session_server::on_connect(comch::connection& c) {
   const std::string name = fmt::format("client pid {}", c.peer_pid());
   if (active_sessions() >= max_sessions_) {
-    {
-      std::lock_guard lock(mutex_);
-      ++refused_count_;
-    }
-    // Answered when its first request comes; past the bound on lingering refusals, closed now.
-    const bool linger = refused_.size() < max_refused_lingering;
-    ZC_SDK_LOG_WARN("comch session server \"{}\": refused {}: {} sessions served, the limit{}",
-                    server_.config().name, name, max_sessions_,
-                    linger ? "" : " (closed without an answer: too many refusals pending)");
-    refused_[&c] = {linger ? clock::now() + refusal_linger : clock::now(), !linger};
+    refuse(c, fmt::format("the service serves {} sessions, its limit (--max-sessions {}): try "
+                          "again once one ends",
+                          max_sessions_, max_sessions_));
     return;
   }
   auto client = std::make_shared<session_client>();
+  try {
+    client->wake = make_eventfd();
+  } catch (const status_error& e) {
+    refuse(c, fmt::format("the service cannot take a client now: {}", e.what()));
+    return;
+  }
   client->conn = &c;
   client->conn_id = c.id();
   client->pid = c.peer_pid();
@@ -347,7 +363,7 @@ void comch_session_server::on_connect(comch::connection& c) {
   client->max_send_size = c.max_send_size();
   client->max_queued_sends = options_.max_queued_sends;
   client->server_wake = wake_.get();
-  client->wake = make_eventfd();
+  client->arrived = clock::now();
   c.pin();
   clients_[&c] = client;
   {
@@ -362,6 +378,17 @@ void comch_session_server::on_disconnect(comch::connection& c) {
   refused_.erase(&c);
   auto it = clients_.find(&c);
   if (it == clients_.end()) return;
+  {
+    // Gone before a session took it: forgotten now (a flood of clients that connect and leave
+    // while every session thread is busy must not pile up).
+    std::lock_guard lock(mutex_);
+    if (auto w = std::find(waiting_.begin(), waiting_.end(), it->second); w != waiting_.end()) {
+      waiting_.erase(w);
+      c.unpin();
+      clients_.erase(it);
+      return;
+    }
+  }
   session_client& client = *it->second;
   {
     std::lock_guard lock(client.mutex);
@@ -425,12 +452,7 @@ void comch_session_server::answer_refused(comch::connection& c, std::span<const 
   auto ctx = std::make_unique<send_context>();
   ctx->refused_id = c.id();
   try {
-    encode_to(make_error_response(
-                  d.msg, status::in_use,
-                  fmt::format("the service serves {} sessions, its limit (--max-sessions {}): "
-                              "try again once one ends",
-                              max_sessions_, max_sessions_)),
-              ctx->bytes);
+    encode_to(make_error_response(d.msg, status::in_use, r.reason), ctx->bytes);
   } catch (const status_error&) {
     return;
   }
@@ -467,20 +489,52 @@ bool comch_session_server::submit(comch::connection& c, send_context& ctx) noexc
   return true;
 }
 
+void comch_session_server::refuse_unclaimed() {
+  const auto now = clock::now();
+  std::vector<std::shared_ptr<session_client>> unclaimed;
+  {
+    std::lock_guard lock(mutex_);
+    while (!waiting_.empty() && now - waiting_.front()->arrived >= admission_wait) {
+      unclaimed.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+    }
+  }
+  for (auto& client : unclaimed) {
+    std::optional<std::vector<uint8_t>> first;
+    {
+      std::lock_guard lock(client->mutex);
+      if (!client->inbox.empty() && !client->inbox.front().lost)
+        first = std::move(client->inbox.front().bytes);
+    }
+    comch::connection& c = *client->conn;
+    clients_.erase(&c);
+    c.unpin();  // still open: the refusal closes it
+    refuse(c, fmt::format("no session of the service was ready for it within {} ms (each is "
+                          "dialling its storage): try again shortly",
+                          admission_wait.count()));
+    if (first) answer_refused(c, *first);
+  }
+}
+
 void comch_session_server::serve_clients() {
+  refuse_unclaimed();
   std::vector<comch::connection*> close;
   std::vector<const comch::connection*> forget;
   for (auto& [key, client] : clients_) {
-    // Sends, while comch has send tasks; the rest waits for the next round.
+    // Sends, up to the client's share of comch's send tasks; the rest waits for the next round.
     for (;;) {
-      auto ctx = std::make_unique<send_context>();
+      std::vector<uint8_t> bytes;
       {
         std::lock_guard lock(client->mutex);
-        if (client->gone || client->close_requested || client->outbox.empty()) break;
-        ctx->bytes = std::move(client->outbox.front());
+        if (client->gone || client->close_requested || client->outbox.empty() ||
+            client->in_flight >= sends_per_client)
+          break;
+        bytes = std::move(client->outbox.front());
         client->outbox.pop_front();
         ++client->in_flight;
       }
+      auto ctx = std::make_unique<send_context>();
+      ctx->bytes = std::move(bytes);
       ctx->client = client;
       if (submit(*client->conn, *ctx)) {
         (void)ctx.release();  // the send's now: freed when it completes
@@ -526,16 +580,26 @@ void comch_session_server::rearm_timer() noexcept {
 }
 
 void comch_session_server::sleep(std::chrono::milliseconds at_most) noexcept {
-  pollfd fds[2] = {{epoll_.get(), POLLIN, 0}, {core::stop_signal_fd(), POLLIN, 0}};
-  (void)::poll(fds, fds[1].fd >= 0 ? 2 : 1, static_cast<int>(at_most.count()));
+  // The stop descriptor wakes the first sleep after a stop; it stays readable, so not after.
+  const int stop_fd = core::stop_requested() ? -1 : core::stop_signal_fd();
+  pollfd fds[2] = {{epoll_.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  (void)::poll(fds, stop_fd >= 0 ? 2 : 1, static_cast<int>(at_most.count()));
 }
 
 void comch_session_server::run(const std::function<bool()>& done) {
+  uint64_t failures = 0;
   for (;;) {
     drain(timer_.get());
     drain(wake_.get());
-    engine_.progress();
-    serve_clients();
+    try {
+      engine_.progress();
+      serve_clients();
+    } catch (const std::exception& e) {
+      // The sessions still need this thread to end: a failed round is logged, not fatal.
+      if (failures++ % 1000 == 0)
+        ZC_SDK_LOG_ERROR("comch session server: a round failed: {} ({} so far)", e.what(),
+                         failures);
+    }
     if (done()) return;
     rearm_timer();
     // A refusal's linger and the stop signal are checked at least this often.
@@ -548,6 +612,7 @@ std::unique_ptr<comch_session_channel> comch_session_server::next_client(
   const auto deadline = clock::now() + timeout;
   std::unique_lock lock(mutex_);
   for (;;) {
+    if (core::stop_requested()) return nullptr;
     while (!waiting_.empty()) {
       std::shared_ptr<session_client> client = std::move(waiting_.front());
       waiting_.pop_front();

@@ -47,6 +47,13 @@ inline constexpr size_t max_unread_messages = 256;
 inline constexpr std::chrono::milliseconds refusal_linger{2000};
 // Refused clients kept at once for their answer; beyond it they are closed without one.
 inline constexpr size_t max_refused_lingering = 16;
+// How long an accepted client waits for a session thread to take it (every thread may be busy
+// dialling its storage) before it is refused with that reason.
+inline constexpr std::chrono::milliseconds admission_wait{2000};
+// comch send tasks one client may hold at once: a client that does not read its socket keeps at
+// most these, and the server has enough for every session and every lingering refusal, so no
+// client can take another's.
+inline constexpr uint32_t sends_per_client = 2;
 
 namespace internal {
 struct session_client;
@@ -112,13 +119,14 @@ class comch_session_server {
   std::unique_ptr<comch_session_channel> next_client(std::chrono::milliseconds timeout);
 
   uint32_t max_sessions() const noexcept { return max_sessions_; }
-  // Clients turned away so far (over the limit, or refused by comch). Any thread.
+  // Clients turned away so far (over the limit, or no session ready in time). Any thread.
   uint64_t refused_clients() const noexcept;
 
  private:
   struct refusal {
     std::chrono::steady_clock::time_point deadline;
     bool answered = false;  // the answer's send completed (or failed)
+    std::string reason;     // the answer's text
   };
   struct send_context;
 
@@ -127,8 +135,12 @@ class comch_session_server {
   void on_message(comch::connection& c, std::span<const uint8_t> bytes);
   void on_consumer(comch::connection& c, uint32_t id, bool created);
   void on_send_done(comch::send_task& task) noexcept;
+  // Turns `c` away with `reason`: its first request is answered in_use with it, then it closes.
+  void refuse(comch::connection& c, std::string reason);
   // Answers a refused client's first request and closes it once the answer went out.
   void answer_refused(comch::connection& c, std::span<const uint8_t> bytes);
+  // Clients no session thread took within admission_wait are refused.
+  void refuse_unclaimed();
   // After each progress round: the sessions' sends and closes, lingering refusals, channels gone.
   void serve_clients();
   // Sends ctx's bytes; on true the send owns ctx (freed in on_send_done).

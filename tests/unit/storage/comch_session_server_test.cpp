@@ -9,6 +9,7 @@
 #include <atomic>
 #include <thread>
 
+#include "comch/client.hpp"
 #include "support/subprocess.hpp"
 
 namespace zc::storage {
@@ -161,15 +162,19 @@ TEST(comch_session_server, a_client_flooding_its_session_is_closed_with_the_reas
   // The session reads nothing while its client sends more than the server keeps for it.
   uint32_t sent = 0;
   const auto deadline = clock::now() + wait_limit;
-  while (sent < max_unread_messages + 16 && clock::now() < deadline) {
+  while (sent < max_unread_messages + default_max_queued_sends + 16 && clock::now() < deadline) {
     const status s = client->send(query(sent));
     if (s == status::success) {
       ++sent;
-    } else {
-      ASSERT_EQ(s, status::full) << client->last_error();
+    } else if (s == status::full) {
       (void)wait_for(*client, 1ms);  // lets the queued sends go out
+    } else {
+      break;  // the server saw the flood and closed the connection already
     }
   }
+  // What the client queued is out (or failed with the connection) before the session reads.
+  while (client->queued_sends() != 0 && clock::now() < deadline) (void)wait_for(*client, 1ms);
+  ASSERT_GT(sent, max_unread_messages);
   size_t read = 0;
   receive_result got;
   for (;;) {
@@ -182,6 +187,69 @@ TEST(comch_session_server, a_client_flooding_its_session_is_closed_with_the_reas
   EXPECT_LT(read, sent);
   EXPECT_EQ(got.code, status::connection_reset);
   EXPECT_NE(got.text.find("messages its session has not read"), std::string::npos) << got.text;
+}
+
+// A client that never reads its socket holds at most its share of the server's send tasks: the
+// other sessions' answers still go out at once.
+TEST(comch_session_server, a_client_that_never_reads_does_not_hold_up_the_others) {
+  hub h(2);
+  // A raw comch client: it connects and never progresses again, so nothing it is sent is read.
+  core::progress_engine engine(core::poll_mode::event);
+  comch::client staller(engine, comch::client_config{.name = h.name});
+  ASSERT_EQ(staller.start(), status::success);
+  const auto deadline = clock::now() + wait_limit;
+  while (staller.state() != core::context_state::running && clock::now() < deadline)
+    engine.run_until([&] { return staller.state() == core::context_state::running; }, 10ms);
+  ASSERT_EQ(staller.state(), core::context_state::running);
+  auto stalled = h.take();
+  ASSERT_TRUE(stalled);
+  auto client = h.connect();
+  auto session = h.take();
+  ASSERT_TRUE(session);
+  // The stalled session answers until its client's socket is full and its own queue stays full
+  // (nothing has moved for 200 ms): the comch sends to that client are stuck in flight.
+  storage::message request = query(1);
+  size_t answered = 0;
+  int full_in_a_row = 0;
+  while (full_in_a_row < 40 && answered < 1'000'000 && clock::now() < deadline) {
+    const status s = stalled->send(make_response(request, message_type::query_storage_response,
+                                                 query_storage_response_payload{32768, 4096}));
+    if (ok(s)) {
+      ++answered;
+      full_in_a_row = 0;
+      continue;
+    }
+    ASSERT_EQ(s, status::full) << stalled->last_error();
+    ++full_in_a_row;
+    (void)wait_for(*stalled, 5ms);
+  }
+  ASSERT_EQ(full_in_a_row, 40) << answered << " answers sent";
+  // The other client is still answered, at once.
+  for (uint32_t id = 10; id < 30; ++id) round_trip(*client, *session, id);
+  stalled.reset();
+  (void)staller.stop();
+  engine.run_until([&] { return staller.state() == core::context_state::idle; }, wait_limit);
+}
+
+// An accepted client that no session thread takes (every one busy) is refused with that reason
+// once admission_wait passed, never left waiting in silence.
+TEST(comch_session_server, a_client_no_session_takes_is_refused_with_the_reason) {
+  hub h(2);
+  auto client = h.connect();
+  ASSERT_EQ(client->send(query(21)), status::success);
+  // No next_client() call: every session thread is busy.
+  receive_result got = wait_for(*client, admission_wait + wait_limit);
+  ASSERT_TRUE(got.msg) << got.text;
+  EXPECT_EQ(got.msg->type, message_type::error_response);
+  EXPECT_EQ(got.msg->correlation_id, 21u);
+  const auto* error = std::get_if<error_response_payload>(&got.msg->payload);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->error_code, status::in_use);
+  EXPECT_NE(error->message.find("no session of the service was ready"), std::string::npos)
+      << error->message;
+  EXPECT_EQ(wait_for(*client, wait_limit).code, status::connection_reset);
+  EXPECT_EQ(h.server.next_client(50ms), nullptr);
+  EXPECT_EQ(h.server.refused_clients(), 1u);
 }
 
 TEST(comch_session_server, max_sessions_outside_its_range_is_refused) {
