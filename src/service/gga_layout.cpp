@@ -8,6 +8,13 @@ gga_geometry double_geometry(uint64_t target_capacity, uint32_t target_block_siz
   if (target_block_size == 0 || target_block_size > UINT32_MAX / 2)
     throw status_error(status::invalid_value,
                        fmt::format("storage block size {} cannot be doubled", target_block_size));
+  // The LZ4 image of a block needs room for its header and the codec's worst case in the two
+  // halves: below 64 bytes a block cannot hold even a trivial one.
+  if (target_block_size * 2 < gga_min_block_size)
+    throw status_error(status::invalid_value,
+                       fmt::format("storage block size {} gives gga blocks of {} bytes; at least "
+                                   "{} are needed",
+                                   target_block_size, target_block_size * 2, gga_min_block_size));
   if (target_capacity == 0 || target_capacity > UINT64_MAX / 2 ||
       target_capacity % target_block_size != 0)
     throw status_error(status::invalid_value,

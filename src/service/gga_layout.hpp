@@ -34,6 +34,9 @@ gga_geometry double_geometry(uint64_t target_capacity, uint32_t target_block_siz
 // Chunk layout per transaction in the service's memory (§6.1): d1 at 0, d2 at H, parity at B.
 // Our compressor writes the image in place through its own scratch buffer, so the reference's
 // 1.5B compressor scratch past B is not needed: 1.5B serves reads and writes.
+// The smallest gga block (twice the targets' block size) the codec can take.
+inline constexpr uint32_t gga_min_block_size = 64;
+
 struct gga_chunk_layout {
   uint32_t block_size = 0;  // B
   uint64_t d1() const noexcept { return 0; }

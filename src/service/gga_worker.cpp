@@ -26,6 +26,8 @@ using storage::io_message_view;
 namespace {
 constexpr auto backlog_retry = std::chrono::milliseconds(1);
 constexpr auto teardown_limit = std::chrono::milliseconds(2000);
+// A flush's deadline, in storage timeouts (a host gives up on an IO after two).
+constexpr int flush_deadline_factor = 4;
 // How often transactions waiting for a target are checked against their deadline.
 constexpr auto deadline_sweep = std::chrono::milliseconds(100);
 // Chunk views per transaction: d1, d2, parity, plain block, image, host pages.
@@ -538,6 +540,9 @@ void gga_worker::io_path::on_host_request(transaction& t) noexcept {
       // Degraded, the two targets left hold every completed write (writes are refused then).
       t.op = operation::flush;
       begin_step(t);
+      // A flush waits for the targets' storage (msync of a large backing file): it gets its own,
+      // longer deadline, so a slow sync is not mistaken for a lost target.
+      t.deadline = engine_.pass_time() + flush_deadline_factor * config_.storage_timeout;
       for (uint32_t k = 0; k < gga_target_count; ++k)
         if (!is_lost(k)) issue(t, k, io_message_type::flush, 0, 0, 0);
       t.issuing = false;

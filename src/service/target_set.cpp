@@ -65,12 +65,20 @@ void target_set::redial(size_t target, std::chrono::steady_clock::time_point dea
   if (target >= channels_.size())
     throw status_error(status::invalid_value, fmt::format("no storage target {}", target));
   channels_[target]->close();
-  try {
-    channels_[target] =
-        std::make_unique<storage::tcp_client_channel>(addresses_[target], deadline, tls_keys_);
-  } catch (const status_error& e) {
-    throw status_error(e.code(),
-                       fmt::format("cannot connect to storage {}: {}", name(target), e.what()));
+  for (;;) {
+    // In slices when an idle hook is set, so it runs while the target is away.
+    const auto now = std::chrono::steady_clock::now();
+    const auto slice_end = idle_ ? std::min(deadline, now + 2 * idle_slice) : deadline;
+    try {
+      channels_[target] =
+          std::make_unique<storage::tcp_client_channel>(addresses_[target], slice_end, tls_keys_);
+      break;
+    } catch (const status_error& e) {
+      if (!idle_ || e.code() != status::time_out || slice_end >= deadline)
+        throw status_error(e.code(),
+                           fmt::format("cannot connect to storage {}: {}", name(target), e.what()));
+    }
+    idle_();
   }
   forgotten_[target] = false;
   alive_[target] = storage::keep_alive(keep_alive_timeout_);
@@ -136,10 +144,15 @@ message target_set::wait_response(size_t target, uint32_t mid, message_type expe
           fmt::format("storage {} did not answer {} id {} within {} ms", name(target),
                       storage::to_string(expected), mid, timeout_.count()));
     if (core::stop_requested()) throw status_error(status::shutdown, "stop requested");
-    const auto left = deadline > now
-                          ? std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)
-                          : std::chrono::milliseconds(0);
+    auto left = deadline > now
+                    ? std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)
+                    : std::chrono::milliseconds(0);
+    if (idle_) left = std::min(left, idle_slice);
     storage::receive_result got = storage::wait_for(channel, left);
+    if (got.code == status::time_out && idle_) {
+      idle_();
+      continue;  // the deadline check above decides
+    }
     if (got.code == status::time_out)
       throw status_error(
           status::time_out,

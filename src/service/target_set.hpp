@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -92,6 +93,12 @@ class target_set {
   // the keep-alive timeout.
   void check_connections();
 
+  // While set, every wait of the set (a response, a redial) runs `idle` at least every
+  // idle_slice; what it throws ends the wait (a reconnect serves its client and enforces its own
+  // deadline this way). Empty: no hook.
+  void set_idle_hook(std::function<void()> idle) { idle_ = std::move(idle); }
+  static constexpr std::chrono::milliseconds idle_slice{100};
+
   // Asks every target not forgotten for a keep-alive answer and waits for it (control_timeout
   // each): a target that took the connection but has no session for it (over its
   // --max-sessions) answers with an error. Throws target_lost with its reason, or time_out.
@@ -125,6 +132,7 @@ class target_set {
   uint32_t next_mid_ = 0;  // REFERENCE_SPEC §2.5: from 0, shared by every target
   std::vector<bool> forgotten_;
   std::vector<storage::keep_alive> alive_;  // one per target
+  std::function<void()> idle_;
 };
 
 // The target's response turned into the answer to the client: the target's type and payload,

@@ -228,6 +228,20 @@ void zero_copy_session::reconnect(const std::string& why) {
 
 void zero_copy_session::rejoin(std::chrono::steady_clock::time_point deadline) {
   using clock = std::chrono::steady_clock;
+  // Every wait on the target serves the client meanwhile (its keep-alives answered) and ends at
+  // the reconnect deadline, whatever step it is in.
+  struct idle_scope {
+    target_set& targets;
+    ~idle_scope() { targets.set_idle_hook(nullptr); }
+  } scope{targets_};
+  targets_.set_idle_hook([this, deadline] {
+    (void)client_.pump(std::chrono::milliseconds(0));
+    if (clock::now() >= deadline)
+      throw session_lost(status::time_out,
+                         fmt::format("the target did not come back within --reconnect-timeout "
+                                     "{} s",
+                                     options_.reconnect_timeout.count() / 1000));
+  });
   targets_.redial(0, std::min(deadline, clock::now() + options_.control_timeout));
   const uint32_t cid = last_correlation_id_;
   message reply = targets_.request(0, {message_type::query_storage_request, cid, {}},
@@ -271,7 +285,8 @@ void zero_copy_session::rejoin(std::chrono::steady_clock::time_point deadline) {
           if (!w->ready()) return false;
         return true;
       },
-      options_.control_timeout);
+      std::min(options_.control_timeout,
+               std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now())));
   if (!ready) throw status_error(status::time_out, "the new connections did not come up in time");
   uint32_t reissued = 0;
   for (const auto& w : workers_) reissued += w->resume();

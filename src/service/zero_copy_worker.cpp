@@ -150,6 +150,7 @@ class zero_copy_worker::io_path final : public core::event_source {
   void on_failure_answered(request_slot& s, bool delivered) noexcept;
   void recycle_if_done(request_slot& s) noexcept;
   void fail_unsent(request_slot& s, status why) noexcept;
+  void unsent(uint32_t index, status why) noexcept;
   // The target failed (a connection left running, a relay failed on its way, an IO past its
   // deadline): fence at once and tell the control thread; nothing it may act on is answered.
   void lose(status why) noexcept;
@@ -427,7 +428,19 @@ void zero_copy_worker::io_path::relay(uint32_t index) noexcept {
     }
     r = status::no_memory;
   }
-  if (!ok(r)) fail_unsent(requests_[index], r);
+  if (!ok(r)) unsent(index, r);
+}
+
+// A relay UCX refused: answered now, or, with hold_on_loss, the connection counts as lost and the
+// IO is held for the reconnect with the others.
+void zero_copy_worker::io_path::unsent(uint32_t index, status why) noexcept {
+  if (hold_on_loss_ && why != status::no_memory) {
+    requests_[index].relaying = false;
+    requests_[index].queued = false;
+    lose(why);
+    return;
+  }
+  fail_unsent(requests_[index], why);
 }
 
 // A relay that never left (UCX refused it, or it was still queued): the target cannot have it,
@@ -520,13 +533,23 @@ void zero_copy_worker::io_path::rearm() {
   if (!rdma_stopped())
     throw status_error(status::bad_state,
                        fmt::format("worker on cpu {}: rdma contexts not stopped", cpu_));
-  // Idle contexts hold no task in flight: their tasks (relays, response receives) go with them.
+  // Idle contexts hold no task in flight: their tasks (relays, response receives) go with them,
+  // and no slot keeps a pointer to one (a build that fails part way leaves none dangling).
+  for (auto& r : requests_) r.relay = nullptr;
+  for (auto& p : responses_) p.receive = nullptr;
   control_.reset();
   data_.reset();
   build_rdma();
 }
 
 uint32_t zero_copy_worker::io_path::resume() noexcept {
+  if (control_->state() != core::context_state::running ||
+      data_->state() != core::context_state::running) {
+    // A new connection failed before it served anything: still lost (rdma_lost() says so), the
+    // IOs still held, for the next reconnect.
+    ZC_LOG_ERROR("worker {}: a new rdma connection failed before use; IOs stay held", cpu_);
+    return 0;
+  }
   lost_ = false;
   fencing_ = false;
   rdma_lost_.store(false, std::memory_order_relaxed);
@@ -670,7 +693,7 @@ size_t zero_copy_worker::io_path::poll() {
     relays_.pop();
     requests_[index].queued = false;
     ++sent;
-    if (!ok(r)) fail_unsent(requests_[index], r);
+    if (!ok(r)) unsent(index, r);
   }
   while (!backlog_.empty()) {
     const uint32_t key = backlog_.front();

@@ -335,6 +335,33 @@ TEST(sessions, a_restarted_target_is_reconnected_and_no_io_is_lost) {
   std::filesystem::remove(file);
 }
 
+// While it reconnects, the service keeps answering its client: a target that is frozen (SIGSTOP:
+// its socket accepts, nothing answers) holds each reconnect attempt for the control timeout, and
+// the host, whose keep-alive timeout is shorter than that, must not lose the service meanwhile.
+// Resumed, the target (--keep-serving) ends its old session and the service rejoins it.
+TEST(sessions, a_reconnecting_service_keeps_answering_its_client) {
+  pipeline p({.target_flags = {"--keep-serving"},
+              .service_flags = {"--reconnect-timeout", "30", "--keep-alive-timeout", "2"},
+              .initiator_control_timeout_s = 30});
+  ASSERT_TRUE(p.start_target() && p.start_service()) << p.all_output();
+  p.start_initiator("read_write_data_validity_test", 50'000,
+                    {"--transaction-count", "8", "--keep-alive-timeout", "2"});
+  ASSERT_TRUE(p.initiator->wait_for_output("running read_write_data_validity_test", start_timeout))
+      << p.all_output();
+  p.target->signal(SIGSTOP);
+  ASSERT_TRUE(p.target->wait_stopped(start_timeout));
+  ASSERT_TRUE(p.service->wait_for_output("holding the host's IOs", start_timeout))
+      << p.all_output();
+  // Longer than the host's keep-alive timeout, and than one attempt's control timeout.
+  std::this_thread::sleep_for(std::chrono::seconds(control_timeout_s + 2));
+  EXPECT_TRUE(p.initiator->running()) << p.all_output();
+  p.target->signal(SIGCONT);
+  ASSERT_TRUE(p.service->wait_for_output("reconnected to the target", start_timeout))
+      << p.all_output();
+  EXPECT_EQ(p.initiator->wait(run_timeout), std::optional<int>(0)) << p.all_output();
+  EXPECT_EQ(p.initiator->output().find("lost the service"), std::string::npos) << p.all_output();
+}
+
 // Past --reconnect-timeout the held IOs fail with a clear status and the session ends: the host
 // is answered, never left waiting.
 TEST(sessions, a_target_that_stays_away_past_the_reconnect_timeout_ends_the_session) {

@@ -23,6 +23,9 @@ TEST(gga_layout, geometry_that_cannot_be_doubled_is_refused) {
   EXPECT_THROW(double_geometry(0, 4096), status_error);
   EXPECT_THROW(double_geometry(4096 * 3 + 1, 4096), status_error);
   EXPECT_THROW(double_geometry(uint64_t(1) << 40, 0x80000000u), status_error);
+  // Blocks the codec cannot take: twice 16 bytes is below gga_min_block_size; 32 is the least.
+  EXPECT_THROW(double_geometry(16 * 8, 16), status_error);
+  EXPECT_EQ(double_geometry(32 * 8, 32).block_size, gga_min_block_size);
   EXPECT_THROW(double_geometry(UINT64_MAX - (UINT64_MAX % 4096), 4096), status_error);
 }
 
