@@ -1,5 +1,6 @@
 #include "storage/comch_control_channel.hpp"
 
+#include "storage/internal/comch_frame.hpp"
 #include "storage/internal/fd_io.hpp"
 
 #include <poll.h>
@@ -25,15 +26,6 @@ using clock = std::chrono::steady_clock;
 // progress round usually suffices).
 constexpr std::chrono::milliseconds stop_limit{2000};
 
-void watch(int epoll, int fd) {
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = fd;
-  if (::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) != 0)
-    throw status_error(status::operating_system,
-                       fmt::format("Failed to watch a descriptor: {}", error_text(errno)));
-}
-
 }  // namespace
 
 // ---- comch_control_channel -----------------------------------------------------------------
@@ -56,14 +48,14 @@ comch_control_channel::comch_control_channel(const comch_channel_options& option
   max_body_size_ = std::min(options_.max_body_size,
                             static_cast<size_t>(options_.max_msg_size) - frame_header_size);
   ring_.resize(options_.max_queued_sends);
-  watch(epoll_.get(), timer_.get());
+  internal::watch_readable(epoll_.get(), timer_.get());
 }
 
 comch_control_channel::~comch_control_channel() = default;
 
 void comch_control_channel::watch_context(core::context& ctx) {
   context_ = &ctx;
-  watch(epoll_.get(), ctx.wait_fd());
+  internal::watch_readable(epoll_.get(), ctx.wait_fd());
 }
 
 std::string comch_control_channel::peer_name(const comch::connection& c) const {
@@ -249,16 +241,7 @@ void comch_control_channel::close() noexcept {
 
 void comch_control_channel::rearm_timer() noexcept {
   // The comch context's own deadlines (handshakes, redials), or now when it has buffered work.
-  const clock::time_point when = context_->arm() ? context_->next_deadline() : clock::now();
-  itimerspec spec{};
-  if (when != clock::time_point::max()) {
-    // steady_clock is CLOCK_MONOTONIC; 0 would disarm, so a past deadline becomes 1 ns.
-    const auto ns = std::max<int64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count(), 1);
-    spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-    spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-  }
-  (void)::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &spec, nullptr);
+  internal::arm_deadline_timer(timer_.get(), *context_);
 }
 
 void comch_control_channel::drain_timer() noexcept {
@@ -288,20 +271,9 @@ void comch_control_channel::sleep_until(clock::time_point deadline) const {
 }
 
 receive_result comch_control_channel::take_message(event& e) {
-  decode_result r = decode_frame(e.bytes, max_body_size_);
-  if (r.outcome == decode_outcome::message && r.consumed == e.bytes.size())
-    return {std::move(r.msg), status::success, {}};
-  status code = status::invalid_value;
-  std::string why;
-  if (r.outcome == decode_outcome::error) {
-    code = r.error;
-    why = std::move(r.error_text);
-  } else if (r.outcome == decode_outcome::need_more) {
-    why = fmt::format("comch message of {} bytes holds a truncated frame", e.bytes.size());
-  } else {
-    why = fmt::format("{} bytes after the frame in one comch message", e.bytes.size() - r.consumed);
-  }
-  return fail(code, fmt::format("malformed control message from {}: {}", reported_peer_, why),
+  internal::comch_frame f = internal::decode_comch_message(e.bytes, max_body_size_);
+  if (f.msg) return {std::move(f.msg), status::success, {}};
+  return fail(f.code, fmt::format("malformed control message from {}: {}", reported_peer_, f.why),
               e.generation);
 }
 

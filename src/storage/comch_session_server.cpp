@@ -1,5 +1,6 @@
 #include "storage/comch_session_server.hpp"
 
+#include "storage/internal/comch_frame.hpp"
 #include "storage/internal/fd_io.hpp"
 
 #include <poll.h>
@@ -79,15 +80,6 @@ unique_fd make_eventfd() {
 void drain(int fd) noexcept {
   uint64_t count = 0;
   (void)!::read(fd, &count, sizeof(count));
-}
-
-void watch(int epoll, int fd) {
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = fd;
-  if (::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) != 0)
-    throw status_error(status::operating_system, fmt::format("Failed to watch a descriptor: {}",
-                                                             internal::error_text(errno)));
 }
 
 }  // namespace
@@ -195,23 +187,11 @@ receive_result comch_session_channel::poll() {
     last_error_ = in.text;
     return {std::nullopt, in.code, std::move(in.text)};
   }
-  decode_result r = decode_frame(in.bytes, client_->max_body_size);
-  if (r.outcome == decode_outcome::message && r.consumed == in.bytes.size())
-    return {std::move(r.msg), status::success, {}};
-  status code = status::invalid_value;
-  std::string why;
-  if (r.outcome == decode_outcome::error) {
-    code = r.error;
-    why = std::move(r.error_text);
-  } else if (r.outcome == decode_outcome::need_more) {
-    why = fmt::format("comch message of {} bytes holds a truncated frame", in.bytes.size());
-  } else {
-    why =
-        fmt::format("{} bytes after the frame in one comch message", in.bytes.size() - r.consumed);
-  }
-  std::string text = fmt::format("malformed control message from {}: {}", client_->name, why);
-  end(code, text);
-  return {std::nullopt, code, std::move(text)};
+  internal::comch_frame f = internal::decode_comch_message(in.bytes, client_->max_body_size);
+  if (f.msg) return {std::move(f.msg), status::success, {}};
+  std::string text = fmt::format("malformed control message from {}: {}", client_->name, f.why);
+  end(f.code, text);
+  return {std::nullopt, f.code, std::move(text)};
 }
 
 void comch_session_channel::close() noexcept {
@@ -282,9 +262,9 @@ comch_session_server::comch_session_server(std::string_view representor, std::st
     throw status_error(
         status::operating_system,
         fmt::format("Failed to create an epoll set or timer: {}", internal::error_text(errno)));
-  watch(epoll_.get(), server_.wait_fd());
-  watch(epoll_.get(), timer_.get());
-  watch(epoll_.get(), wake_.get());
+  internal::watch_readable(epoll_.get(), server_.wait_fd());
+  internal::watch_readable(epoll_.get(), timer_.get());
+  internal::watch_readable(epoll_.get(), wake_.get());
   server_.start();  // throws in_use when the name is taken
 }
 
@@ -567,16 +547,7 @@ void comch_session_server::serve_clients() {
 
 void comch_session_server::rearm_timer() noexcept {
   // comch's own deadlines (handshakes, the accept pause), or now when it has buffered work.
-  const clock::time_point when = server_.arm() ? server_.next_deadline() : clock::now();
-  itimerspec spec{};
-  if (when != clock::time_point::max()) {
-    // steady_clock is CLOCK_MONOTONIC; 0 would disarm, so a past deadline becomes 1 ns.
-    const auto ns = std::max<int64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count(), 1);
-    spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-    spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-  }
-  (void)::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &spec, nullptr);
+  internal::arm_deadline_timer(timer_.get(), server_);
 }
 
 void comch_session_server::sleep(std::chrono::milliseconds at_most) noexcept {

@@ -63,6 +63,22 @@ void round_trip(comch_control_client& client, comch_session_channel& session, ui
   EXPECT_EQ(got.msg->correlation_id, id);
 }
 
+// `client`'s request `id` is answered in_use with a text holding `reason`, then the connection
+// closes: the answer is all a refused client gets.
+void expect_refused(comch_control_client& client, uint32_t id, const std::string& reason,
+                    std::chrono::milliseconds within) {
+  receive_result got = wait_for(client, within);
+  ASSERT_TRUE(got.msg) << got.text;
+  EXPECT_EQ(got.msg->type, message_type::error_response);
+  EXPECT_EQ(got.msg->correlation_id, id);
+  const auto* error = std::get_if<error_response_payload>(&got.msg->payload);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->error_code, status::in_use);
+  EXPECT_NE(error->message.find(reason), std::string::npos) << error->message;
+  got = wait_for(client, wait_limit);
+  EXPECT_EQ(got.code, status::connection_reset) << got.text;
+}
+
 TEST(comch_session_server, two_clients_each_get_their_own_channel) {
   hub h(2);
   auto first = h.connect();
@@ -101,18 +117,7 @@ TEST(comch_session_server, a_client_beyond_the_limit_is_answered_in_use_then_clo
   ASSERT_TRUE(first_session);
   auto intruder = h.connect();
   ASSERT_EQ(intruder->send(query(7)), status::success);
-  receive_result got = wait_for(*intruder, wait_limit);
-  ASSERT_TRUE(got.msg) << got.text;
-  EXPECT_EQ(got.msg->type, message_type::error_response);
-  EXPECT_EQ(got.msg->correlation_id, 7u);
-  const auto* error = std::get_if<error_response_payload>(&got.msg->payload);
-  ASSERT_NE(error, nullptr);
-  EXPECT_EQ(error->error_code, status::in_use);
-  EXPECT_NE(error->message.find("its limit (--max-sessions 1)"), std::string::npos)
-      << error->message;
-  // Then the connection closes: the answer is all it gets.
-  got = wait_for(*intruder, wait_limit);
-  EXPECT_EQ(got.code, status::connection_reset) << got.text;
+  expect_refused(*intruder, 7, "its limit (--max-sessions 1)", wait_limit);
   EXPECT_EQ(h.server.refused_clients(), 1u);
   EXPECT_EQ(h.server.next_client(50ms), nullptr);  // never handed to a session
   round_trip(*first, *first_session, 8);
@@ -238,16 +243,7 @@ TEST(comch_session_server, a_client_no_session_takes_is_refused_with_the_reason)
   auto client = h.connect();
   ASSERT_EQ(client->send(query(21)), status::success);
   // No next_client() call: every session thread is busy.
-  receive_result got = wait_for(*client, admission_wait + wait_limit);
-  ASSERT_TRUE(got.msg) << got.text;
-  EXPECT_EQ(got.msg->type, message_type::error_response);
-  EXPECT_EQ(got.msg->correlation_id, 21u);
-  const auto* error = std::get_if<error_response_payload>(&got.msg->payload);
-  ASSERT_NE(error, nullptr);
-  EXPECT_EQ(error->error_code, status::in_use);
-  EXPECT_NE(error->message.find("no session of the service was ready"), std::string::npos)
-      << error->message;
-  EXPECT_EQ(wait_for(*client, wait_limit).code, status::connection_reset);
+  expect_refused(*client, 21, "no session of the service was ready", admission_wait + wait_limit);
   EXPECT_EQ(h.server.next_client(50ms), nullptr);
   EXPECT_EQ(h.server.refused_clients(), 1u);
 }
