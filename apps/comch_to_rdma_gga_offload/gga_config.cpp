@@ -1,6 +1,7 @@
 #include "gga_config.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <iostream>
 

@@ -1,6 +1,7 @@
 #include "zero_copy_config.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "core/cli.hpp"
 #include "core/status.hpp"

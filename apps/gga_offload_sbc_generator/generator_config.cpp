@@ -1,6 +1,7 @@
 #include "generator_config.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <iostream>

@@ -1,6 +1,7 @@
 #include "gga_plan.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <filesystem>

@@ -1,6 +1,7 @@
 #include "zero_copy_plan.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <iostream>

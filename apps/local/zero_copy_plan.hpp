@@ -13,8 +13,6 @@
 #include <string_view>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "core/cli.hpp"
 
 namespace zc::local {

@@ -1,6 +1,7 @@
 #include "nbd_config.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>

@@ -4,6 +4,8 @@
 //
 //   zcstore_rdma_example responder --dir /tmp/x &
 //   zcstore_rdma_example requester --dir /tmp/x
+#include <CLI/CLI.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>

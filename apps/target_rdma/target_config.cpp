@@ -1,6 +1,7 @@
 #include "target_config.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <iostream>
 #include <thread>

@@ -1,6 +1,7 @@
 #include "core/cli.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <fstream>
@@ -46,21 +47,22 @@ std::string scalar_to_word(const nlohmann::json& value, const std::string& key) 
 }  // namespace
 
 cli::cli(std::string program_name, std::string description)
-    : program_name_(std::move(program_name)), app_(std::move(description), program_name_) {
+    : program_name_(std::move(program_name)),
+      app_(std::make_unique<CLI::App>(std::move(description), program_name_)) {
   // JSON words go first and the command line after them, so an option may appear twice; the
   // last one (the command line's) wins instead of CLI11's default error.
-  app_.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app_.set_version_flag("-v,--version", std::string(ZC_VERSION));
-  app_.add_option("-l,--log-level", log_level_,
-                  "Application log level: 10 disable, 20 critical, 30 error, 40 warning, "
-                  "50 info, 60 debug, 70 trace")
+  app_->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app_->set_version_flag("-v,--version", std::string(ZC_VERSION));
+  app_->add_option("-l,--log-level", log_level_,
+                   "Application log level: 10 disable, 20 critical, 30 error, 40 warning, "
+                   "50 info, 60 debug, 70 trace")
       ->check(log_level_check)
       ->capture_default_str();
-  app_.add_option("--sdk-log-level", sdk_log_level_, "Library log level, same numbers")
+  app_->add_option("--sdk-log-level", sdk_log_level_, "Library log level, same numbers")
       ->check(log_level_check)
       ->capture_default_str();
-  app_.add_option("-j,--json", json_file_, "Read flags from a JSON file (command line wins)");
-  app_.add_option("--poll-mode", poll_mode_, "busy | adaptive | event")
+  app_->add_option("-j,--json", json_file_, "Read flags from a JSON file (command line wins)");
+  app_->add_option("--poll-mode", poll_mode_, "busy | adaptive | event")
       ->transform(CLI::CheckedTransformer(
           std::map<std::string, poll_mode>{{"busy", poll_mode::busy},
                                            {"adaptive", poll_mode::adaptive},
@@ -68,6 +70,8 @@ cli::cli(std::string program_name, std::string description)
           CLI::ignore_case))
       ->option_text("busy|adaptive|event (default: adaptive)");
 }
+
+cli::~cli() = default;
 
 std::vector<std::string> cli::json_to_args(const std::string& json_text) {
   nlohmann::json doc;
@@ -111,11 +115,11 @@ std::string cli::without_command_line_keys(const std::string& json_text, int arg
     std::string word = argv[i];
     if (word.size() < 2 || word[0] != '-') continue;
     word = word.substr(0, word.find('='));
-    if (const CLI::Option* opt = app_.get_option_no_throw(word)) given.insert(opt);
+    if (const CLI::Option* opt = app_->get_option_no_throw(word)) given.insert(opt);
   }
   for (auto it = doc.begin(); it != doc.end();) {
     std::string key = it.key().rfind("-", 0) == 0 ? it.key() : "--" + it.key();
-    const CLI::Option* opt = app_.get_option_no_throw(key);
+    const CLI::Option* opt = app_->get_option_no_throw(key);
     if (opt != nullptr && given.count(opt)) {
       it = doc.erase(it);
     } else {
@@ -155,10 +159,10 @@ std::optional<int> cli::parse(int argc, const char* const* argv) {
   try {
     // CLI11 takes the words in reverse order.
     std::vector<std::string> reversed(words.rbegin(), words.rend());
-    app_.parse(reversed);
+    app_->parse(reversed);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) {
-      app_.exit(e);
+      app_->exit(e);
       return 0;
     }
     std::cerr << program_name_ << ": " << e.what() << " (see --help)\n";

@@ -4,17 +4,25 @@
 //   zc::core::cli cli{"zcstore_target_rdma", "Memory-backed RDMA storage target"};
 //   cli.app().add_option("--listen-port", port)->required();
 //   if (auto exit_code = cli.parse(argc, argv)) return *exit_code;
+//
+// CLI11 is only declared here (it costs seconds of compile time in every file that includes it):
+// a file that adds flags through app() or calls off_or_at_least() includes <CLI/CLI.hpp> itself.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/progress_engine.hpp"
+
+namespace CLI {
+class App;
+class Validator;
+}  // namespace CLI
 
 namespace zc::core {
 
@@ -24,8 +32,12 @@ inline constexpr int exit_bad_usage = 2;
 class cli {
  public:
   cli(std::string program_name, std::string description);
+  ~cli();
+  // The app's options point into this object: neither copied nor moved.
+  cli(const cli&) = delete;
+  cli& operator=(const cli&) = delete;
 
-  CLI::App& app() { return app_; }
+  CLI::App& app() { return *app_; }
   const std::string& program_name() const { return program_name_; }
 
   // Parses the JSON file named by -j/--json (if any) and then argv on top of it: a flag given on
@@ -50,7 +62,7 @@ class cli {
                                         const char* const* argv);
 
   std::string program_name_;
-  CLI::App app_;
+  std::unique_ptr<CLI::App> app_;
   int log_level_ = 50;
   int sdk_log_level_ = 40;
   std::string json_file_;

@@ -1,6 +1,7 @@
 #include "service/service_config.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <iostream>
