@@ -158,16 +158,12 @@ void zero_copy_session::check_health() {
   // session as in the reference.
   const bool may_reconnect =
       options_.reconnect_timeout.count() != 0 && workers_.started() && !workers_.stopped();
-  if (!may_reconnect) {
+  try {
     on_targets([this] { targets_.check_connections(); });
-  } else {
-    try {
-      on_targets([this] { targets_.check_connections(); });
-    } catch (const session_lost& e) {
-      if (e.code() == status::shutdown) throw;
-      reconnect(e.what());
-      return;
-    }
+  } catch (const session_lost& e) {
+    if (!may_reconnect || e.code() == status::shutdown) throw;
+    reconnect(e.what());
+    return;
   }
   // A data path that lost its target while the control connection lives on (a link down, a
   // target worker gone) leaves the host's IOs unanswered: the session ends, so they fail now.
@@ -189,18 +185,17 @@ void zero_copy_session::reconnect(const std::string& why) {
       "the target is lost ({}): holding the host's IOs and dialling it again for up to "
       "{} s (--reconnect-timeout)",
       why, options_.reconnect_timeout.count() / 1000);
-  // Every worker holds its IOs from now on (those the lost target has, those the host sends),
-  // then the fence: nothing of the lost target may land in the host's memory once its IOs go to
-  // another.
+  // Every worker holds its IOs from now on (those the lost target has, those the host sends).
   for (const auto& w : workers_) w->hold();
-  host_map_->withdraw_rdma_export();
-  if (!workers_.fence([this] { return host_map_->rdma_export_drained(); }))
-    end_process_unfenced("a lost target's transfers could not be fenced off the host");
   std::chrono::milliseconds pause{200};
   for (;;) {
+    // The fence, before every try: nothing of the lost target, or of a try that connected some
+    // contexts and failed, may land in the host's memory once its IOs go to another.
+    host_map_->withdraw_rdma_export();
+    if (!workers_.fence([this] { return host_map_->rdma_export_drained(); }))
+      end_process_unfenced("a lost target's transfers could not be fenced off the host");
     try {
       rejoin(deadline);
-      ++reconnects_;
       ZC_LOG_INFO(
           "reconnected to the target after {} ms",
           std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started).count());
@@ -210,10 +205,6 @@ void zero_copy_session::reconnect(const std::string& why) {
     } catch (const std::exception& e) {
       ZC_LOG_WARN("the target is not back yet: {}", e.what());
     }
-    // A half-done attempt may have connected some contexts: fenced again before the next one.
-    host_map_->withdraw_rdma_export();
-    if (!workers_.fence([this] { return host_map_->rdma_export_drained(); }))
-      end_process_unfenced("a lost target's transfers could not be fenced off the host");
     if (clock::now() + pause >= deadline)
       throw session_lost(status::time_out,
                          fmt::format("the target did not come back within --reconnect-timeout "

@@ -78,7 +78,6 @@ class zero_copy_session final : public request_handler {
   uint32_t transactions_ = 0;
   uint32_t core_count_ = 0;
   std::optional<storage::query_storage_response_payload> geometry_;
-  uint64_t reconnects_ = 0;
 };
 
 }  // namespace zc::service

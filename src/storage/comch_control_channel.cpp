@@ -39,14 +39,7 @@ comch_control_channel::comch_control_channel(const comch_channel_options& option
     throw status_error(
         status::operating_system,
         fmt::format("Failed to create an epoll set or timer: {}", error_text(errno)));
-  if (options_.max_queued_sends == 0)
-    throw status_error(status::bad_config, "comch control channel needs max_queued_sends >= 1");
-  if (options_.max_msg_size < frame_header_size + message_header_size)
-    throw status_error(status::bad_config,
-                       fmt::format("comch max message size {} cannot hold a control frame",
-                                   options_.max_msg_size));
-  max_body_size_ = std::min(options_.max_body_size,
-                            static_cast<size_t>(options_.max_msg_size) - frame_header_size);
+  max_body_size_ = internal::checked_max_body_size(options_);
   ring_.resize(options_.max_queued_sends);
   internal::watch_readable(epoll_.get(), timer_.get());
 }

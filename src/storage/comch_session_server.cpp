@@ -224,8 +224,7 @@ comch_session_server::comch_session_server(std::string_view representor, std::st
                                            const comch_channel_options& options)
     : options_(options),
       max_sessions_(max_sessions),
-      max_body_size_(std::min(options.max_body_size,
-                              static_cast<size_t>(options.max_msg_size) - frame_header_size)),
+      max_body_size_(internal::checked_max_body_size(options)),
       engine_(core::poll_mode::event),
       wake_(make_eventfd()),
       timer_(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)),
@@ -252,12 +251,6 @@ comch_session_server::comch_session_server(std::string_view representor, std::st
   if (max_sessions_ == 0 || max_sessions_ > max_sessions_limit)
     throw status_error(status::bad_config, fmt::format("max sessions {} is outside 1..{}",
                                                        max_sessions_, max_sessions_limit));
-  if (options_.max_queued_sends == 0)
-    throw status_error(status::bad_config, "comch session server needs max_queued_sends >= 1");
-  if (options_.max_msg_size < frame_header_size + message_header_size)
-    throw status_error(status::bad_config,
-                       fmt::format("comch max message size {} cannot hold a control frame",
-                                   options_.max_msg_size));
   if (!timer_ || !epoll_)
     throw status_error(
         status::operating_system,
@@ -300,8 +293,8 @@ size_t comch_session_server::active_sessions() const noexcept {
   size_t n = 0;
   for (const auto& [conn, client] : clients_) {
     std::lock_guard lock(client->mutex);
-    // A client waiting for a session that already left holds no place.
-    if (!client->released && (client->taken || !client->gone)) ++n;
+    // Waiting or served: a client that left while waiting is forgotten at once (on_disconnect).
+    if (!client->released) ++n;
   }
   return n;
 }
@@ -588,14 +581,9 @@ std::unique_ptr<comch_session_channel> comch_session_server::next_client(
       std::shared_ptr<session_client> client = std::move(waiting_.front());
       waiting_.pop_front();
       {
+        // Never gone: a client that leaves while waiting is taken out of waiting_ at once.
         std::lock_guard client_lock(client->mutex);
         client->taken = true;
-        if (client->gone) {
-          // Left before a session took it: nothing to serve.
-          client->released = true;
-          client->notify_server();
-          continue;
-        }
       }
       return std::unique_ptr<comch_session_channel>(new comch_session_channel(std::move(client)));
     }

@@ -25,6 +25,17 @@ comch_frame decode_comch_message(std::span<const uint8_t> bytes, size_t max_body
           fmt::format("{} bytes after the frame in one comch message", bytes.size() - r.consumed)};
 }
 
+size_t checked_max_body_size(const comch_channel_options& options) {
+  if (options.max_queued_sends == 0)
+    throw status_error(status::bad_config, "a comch control channel needs max_queued_sends >= 1");
+  if (options.max_msg_size < frame_header_size + message_header_size)
+    throw status_error(
+        status::bad_config,
+        fmt::format("comch max message size {} cannot hold a control frame", options.max_msg_size));
+  return std::min(options.max_body_size,
+                  static_cast<size_t>(options.max_msg_size) - frame_header_size);
+}
+
 void arm_deadline_timer(int timer, core::context& ctx) noexcept {
   using clock = std::chrono::steady_clock;
   const clock::time_point when = ctx.arm() ? ctx.next_deadline() : clock::now();

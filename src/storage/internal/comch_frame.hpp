@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/context.hpp"
+#include "storage/comch_control_channel.hpp"
 #include "storage/control_message.hpp"
 
 namespace zc::storage::internal {
@@ -22,6 +23,11 @@ struct comch_frame {
   std::string why;
 };
 comch_frame decode_comch_message(std::span<const uint8_t> bytes, size_t max_body_size);
+
+// The largest frame body a channel with `options` sends or accepts (its max_body_size, bounded by
+// one comch message). Throws status_error(bad_config) for options no channel can work with (no
+// queued send, a message size that cannot hold a frame).
+size_t checked_max_body_size(const comch_channel_options& options);
 
 // Arms the timerfd `timer` (absolute, CLOCK_MONOTONIC) for ctx's next deadline, or now when ctx
 // has buffered work; disarms it when ctx has none.
