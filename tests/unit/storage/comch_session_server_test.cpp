@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "comch/client.hpp"
@@ -246,6 +247,31 @@ TEST(comch_session_server, a_client_no_session_takes_is_refused_with_the_reason)
   expect_refused(*client, 21, "no session of the service was ready", admission_wait + wait_limit);
   EXPECT_EQ(h.server.next_client(50ms), nullptr);
   EXPECT_EQ(h.server.refused_clients(), 1u);
+}
+
+size_t open_descriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// Clients that connect and leave while no session thread takes them (every one busy) are
+// forgotten as they leave: nothing they held (their descriptors, the connection) stays behind,
+// long before the admission wait would refuse them.
+TEST(comch_session_server, clients_that_leave_while_waiting_leave_nothing_behind) {
+  hub h(64);
+  const size_t before = open_descriptors();
+  const auto started = clock::now();
+  for (int i = 0; i < 32; ++i) h.connect().reset();
+  // Well inside admission_wait, which would otherwise clean them up too.
+  size_t now = open_descriptors();
+  while (now > before && clock::now() < started + admission_wait / 2) {
+    std::this_thread::sleep_for(10ms);
+    now = open_descriptors();
+  }
+  ASSERT_LT(clock::now(), started + admission_wait) << "the clients took too long to connect";
+  EXPECT_LE(now, before);
+  EXPECT_EQ(h.server.next_client(50ms), nullptr);
 }
 
 TEST(comch_session_server, max_sessions_outside_its_range_is_refused) {
