@@ -39,7 +39,19 @@ std::optional<int> parse_config(int argc, const char* const* argv, gga_config& o
                        : "must be a whole number, 0 or more";
           },
           "N"));
+  std::string format(accel::to_string(out.format));
+  app.add_option("--gga-format", format,
+                 "How blocks are stored on the targets: v2 (each block's generation and crc32c "
+                 "with it, every read verified, incompressible blocks stored raw) or v1 (the "
+                 "reference's images, read without verification)")
+      ->capture_default_str();
   if (auto code = cli.parse(argc, argv)) return code;
+  if (auto f = accel::parse_gga_format(format)) {
+    out.format = *f;
+  } else {
+    std::cerr << program_name << ": --gga-format " << format << ": must be v1 or v2\n";
+    return core::exit_bad_usage;
+  }
   if (auto code = common.finish({{"--data-1-storage", &out.data_1_storage},
                                  {"--data-2-storage", &out.data_2_storage},
                                  {"--data-p-storage", &out.data_p_storage}},
@@ -65,6 +77,7 @@ void print_config(const gga_config& config) {
   fmt::print("\tcontrol_timeout: {}\n", config.control_timeout.count());
   if (config.tls_psk) fmt::print("\ttls_psk: \"{}\"\n", config.tls_psk_path);
   fmt::print("\ttrigger_recovery_read_every_n: {}\n", config.trigger_recovery_read_every_n);
+  fmt::print("\tgga_format: \"{}\"\n", accel::to_string(config.format));
   fmt::print("}}\n");
   std::fflush(stdout);
 }

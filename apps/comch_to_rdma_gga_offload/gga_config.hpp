@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "accel/ec_engine.hpp"
+#include "accel/gga_format.hpp"
 #include "core/progress_engine.hpp"
 #include "service/service_config.hpp"
 
@@ -23,6 +24,7 @@ struct gga_config : service::service_config {
   std::string data_p_storage;
   accel::ec_matrix matrix = accel::ec_matrix::vandermonde;
   uint64_t trigger_recovery_read_every_n = 0;
+  accel::gga_format format = accel::gga_format::v2;
 };
 
 // Parses and checks argv. Returns an exit status when the program must stop now (help, version,

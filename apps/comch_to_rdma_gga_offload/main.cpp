@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
         config, server, std::move(targets), connect,
         [&](service::target_set& session_targets, service::client_link& client) {
           service::gga_session session({config.cpus, config.poll_mode, timeout, config.matrix,
-                                        config.trigger_recovery_read_every_n},
+                                        config.trigger_recovery_read_every_n, config.format},
                                        device, session_targets, client);
           const service::session_outcome outcome = service::serve_client(client, session);
           std::string stats = storage::format_core_stats(session.stats());

@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <chrono>
+
 namespace zc::service {
 
-gga_geometry double_geometry(uint64_t target_capacity, uint32_t target_block_size) {
+gga_geometry double_geometry(uint64_t target_capacity, uint32_t target_block_size,
+                             accel::gga_format format) {
   if (target_block_size == 0 || target_block_size > UINT32_MAX / 2)
     throw status_error(status::invalid_value,
                        fmt::format("storage block size {} cannot be doubled", target_block_size));
@@ -20,7 +24,29 @@ gga_geometry double_geometry(uint64_t target_capacity, uint32_t target_block_siz
     throw status_error(status::invalid_value,
                        fmt::format("storage capacity {} is not whole blocks of {}", target_capacity,
                                    target_block_size));
-  return {target_capacity * 2, target_block_size * 2};
+  if (format == accel::gga_format::v1) return {target_capacity * 2, target_block_size * 2, 0};
+  const auto slots = accel::gga_slot_layout::of(format, target_block_size);
+  const uint64_t blocks = slots.blocks_in(target_capacity / target_block_size);
+  if (blocks == 0)
+    throw status_error(status::invalid_value,
+                       fmt::format("storage of {} bytes holds no gga format v2 block of {} bytes "
+                                   "(at least {} blocks of {} bytes are needed)",
+                                   target_capacity, target_block_size * 2,
+                                   slots.target_blocks_for(1), target_block_size));
+  return {blocks * target_block_size * 2, target_block_size * 2, slots.entry};
+}
+
+uint64_t gga_next_generation() noexcept {
+  static std::atomic<uint64_t> last{0};
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const uint64_t clock =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+  uint64_t seen = last.load(std::memory_order_relaxed);
+  uint64_t next = 0;
+  do {
+    next = clock > seen ? clock : seen + 1;
+  } while (!last.compare_exchange_weak(seen, next, std::memory_order_relaxed));
+  return next;
 }
 
 uint64_t gga_region_size(uint32_t workers, uint32_t transactions, const gga_chunk_layout& chunk,
@@ -55,7 +81,8 @@ std::optional<gga_io_plan> plan_host_io(const gga_geometry& g, uint64_t host_reg
   if (requester_offset > host_region_size || io_size > host_region_size - requester_offset)
     return refuse(fmt::format("host range {}+{} is outside the {}-byte host region",
                               requester_offset, io_size, host_region_size));
-  return gga_io_plan{static_cast<uint32_t>(k), requester_offset, storage_offset / b * g.half()};
+  return gga_io_plan{static_cast<uint32_t>(k), requester_offset,
+                     storage_offset / b * g.slots().slot()};
 }
 
 }  // namespace zc::service

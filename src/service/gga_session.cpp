@@ -13,7 +13,7 @@ namespace zc::service {
 using storage::message;
 using storage::message_type;
 
-gga_geometry agree_geometry(const std::vector<message>& answers) {
+gga_geometry agree_geometry(const std::vector<message>& answers, accel::gga_format format) {
   std::optional<storage::query_storage_response_payload> first;
   for (const message& m : answers) {
     if (const auto* e = std::get_if<storage::error_response_payload>(&m.payload))
@@ -36,7 +36,7 @@ gga_geometry agree_geometry(const std::vector<message>& answers) {
                                                         first->block_size, q->block_size));
   }
   if (!first) throw status_error(status::invalid_value, "no storage answered");
-  return double_geometry(first->total_size, first->block_size);
+  return double_geometry(first->total_size, first->block_size, format);
 }
 
 gga_session::gga_session(gga_options options, const core::device& device, target_set& targets,
@@ -71,11 +71,12 @@ message gga_session::on_query(const message& request) {
   auto answers = fan_out(request, message_type::query_storage_request, storage::empty_payload{},
                          message_type::query_storage_response, error);
   if (error) return *error;
-  const gga_geometry g = agree_geometry(answers);
+  const gga_geometry g = agree_geometry(answers, options_.format);
+  const auto* q = std::get_if<storage::query_storage_response_payload>(&answers.front().payload);
   ZC_LOG_INFO(
       "storage: {} bytes in blocks of {} on each target. Doubling this to an effective block "
-      "size of {} and a capacity of {}",
-      g.capacity / 2, g.half(), g.block_size, g.capacity);
+      "size of {} and a capacity of {} (image format {})",
+      q->total_size, g.half(), g.block_size, g.capacity, accel::to_string(options_.format));
   geometry_ = g;
   return storage::make_response(request, message_type::query_storage_response,
                                 storage::query_storage_response_payload{g.capacity, g.block_size});
@@ -96,7 +97,7 @@ message gga_session::on_init(const message& request) {
                        fmt::format("transaction count {} is outside 1..{}", init->transaction_count,
                                    max_worker_transactions / 2));
   const uint32_t n = init->transaction_count * 2;
-  const gga_chunk_layout layout{geometry_->block_size};
+  const gga_chunk_layout layout{geometry_->block_size, geometry_->entry};
   const uint64_t region_size = gga_region_size(init->core_count, n, layout, gga_max_region_size);
 
   try {
@@ -260,8 +261,11 @@ void gga_session::teardown() noexcept {
 
 std::vector<storage::core_stats> gga_session::stats() const {
   std::vector<storage::core_stats> out;
-  for (const auto& s : workers_.stats())
-    out.push_back({s.cpu, s.operations, s.recoveries, s.pe_hits, s.pe_misses});
+  const bool v2 = options_.format == accel::gga_format::v2;
+  for (const auto& s : workers_.stats()) {
+    out.push_back({s.cpu, s.operations, s.recoveries, s.pe_hits, s.pe_misses, std::nullopt});
+    if (v2) out.back().integrity = {s.verified, s.repaired, s.unrecoverable, s.raw_writes};
+  }
   if (out.empty())
     for (uint32_t cpu : options_.cpus) out.push_back({cpu, 0, uint64_t(0), 0, 0});
   return out;

@@ -36,13 +36,16 @@ struct gga_options {
   std::chrono::milliseconds control_timeout{5000};
   accel::ec_matrix matrix = accel::ec_matrix::vandermonde;
   uint64_t recovery_every_n = 0;
+  // How blocks are stored on the targets (FORMATS.md §4.3): v2 verifies every read.
+  accel::gga_format format = accel::gga_format::v2;
 };
 
 // The geometry the three answers give the host: all must be query_storage_responses with the same
-// capacity and block size (the reference's texts, §2.8), doubled. Throws status_error: the
+// capacity and block size (the reference's texts, §2.8), turned into the host's geometry in
+// `format`. Throws status_error: the
 // target's own code and text for an error_response, unexpected for another type, bad_state for a
 // mismatch, invalid_value for a geometry that cannot be doubled.
-gga_geometry agree_geometry(const std::vector<storage::message>& answers);
+gga_geometry agree_geometry(const std::vector<storage::message>& answers, accel::gga_format format);
 
 class gga_session final : public request_handler {
  public:

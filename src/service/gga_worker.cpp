@@ -5,13 +5,16 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cstring>
 #include <memory>
+#include <span>
 
 #include "accel/dma_engine.hpp"
 #include "accel/lz4_engine.hpp"
 #include "comch/consumer.hpp"
 #include "comch/producer.hpp"
 #include "core/buffer.hpp"
+#include "core/crc32c.hpp"
 #include "core/log.hpp"
 #include "rdma/context.hpp"
 #include "service/retry_queue.hpp"
@@ -79,7 +82,8 @@ class gga_worker::io_path final : public core::event_source {
   // The control thread heard that `target` is gone (its control connection failed).
   void lose_target(uint32_t target) noexcept { suspect(target); }
   gga_worker_stats stats() const noexcept {
-    return {cpu_, operations_, recoveries_, errors_, engine_.hits(), engine_.misses()};
+    return {cpu_,      operations_, recoveries_,    errors_,    engine_.hits(), engine_.misses(),
+            verified_, repaired_,   unrecoverable_, raw_writes_};
   }
 
   size_t poll() override;
@@ -114,6 +118,19 @@ class gga_worker::io_path final : public core::event_source {
     uint8_t awaiting = 0;  // targets whose response is due (bit per target)
     uint8_t asked = 0;     // targets asked in this step
     uint8_t answered = 0;  // targets that answered this step with success
+    // A block read (v2 verifies each): the slots in the chunk that hold what their target has,
+    // the targets that refused their slot, the pairs tried (bit: the target a pair leaves out),
+    // the pair being decoded and its entry; repair: 1 + the target whose slot is rewritten.
+    uint8_t have = 0;
+    uint8_t refused = 0;
+    uint8_t tried = 0;
+    uint8_t pair = 0;
+    uint8_t repair = 0;
+    accel::gga_pair_verdict verdict = accel::gga_pair_verdict::lz4;
+    accel::gga_entry entry;
+    // A block write: how it is stored and the crc32c of its plain bytes.
+    accel::gga_stored_as stored_as = accel::gga_stored_as::lz4;
+    uint32_t crc = 0;
     bool retired = false;  // not used again: a target may still touch its chunk
     bool issuing = false;  // a step's requests are being sent: not settled before all are out
     uint32_t step = 0;     // stamps this step's requests: an older step's answer is not taken
@@ -152,12 +169,26 @@ class gga_worker::io_path final : public core::event_source {
   void begin_step(transaction& t) noexcept;
   size_t sweep_deadlines() noexcept;
   void settle_read(transaction& t) noexcept;
+  bool try_pair(transaction& t, uint32_t left_out) noexcept;
   void recover(transaction& t, uint32_t lost_half) noexcept;
+  void decode(transaction& t) noexcept;
   void decompress(transaction& t) noexcept;
+  void copy_to_host(transaction& t) noexcept;
+  void check_block(transaction& t) noexcept;
+  void repair(transaction& t, uint32_t target) noexcept;
+  void write_repair(transaction& t) noexcept;
+  void finish_repair(transaction& t) noexcept;
+  void block_done(transaction& t) noexcept;
   void dma_from_host(transaction& t) noexcept;
   void compress(transaction& t) noexcept;
   void encode(transaction& t) noexcept;
   void write_halves(transaction& t) noexcept;
+  uint8_t* host_block(const transaction& t) const noexcept {
+    return config_.host->data() + t.plan.host_offset + uint64_t(t.block) * block_size();
+  }
+  uint64_t slot_offset(const transaction& t) const noexcept {
+    return t.plan.target_offset + uint64_t(t.block) * layout_.slots().slot();
+  }
   void fail(transaction& t, const char* what, status why) noexcept;
   void post_response_receive(uint32_t target, response_slot& s) noexcept;
   // Degraded mode: a target that failed (its rdma connection, a send, a receive) or did not
@@ -174,11 +205,13 @@ class gga_worker::io_path final : public core::event_source {
   }
   uint32_t half() const noexcept { return config_.geometry.half(); }
   uint32_t block_size() const noexcept { return config_.geometry.block_size; }
+  bool verified() const noexcept { return config_.geometry.verified(); }
 
   const uint32_t cpu_;
   core::progress_engine& engine_;
   const uint32_t transactions_;
   const gga_worker_config config_;
+  const gga_chunk_layout layout_;
   gga_recovery_trigger trigger_;
   bool serving_ = false;
   bool attached_ = false;
@@ -186,10 +219,14 @@ class gga_worker::io_path final : public core::event_source {
   uint64_t operations_ = 0;
   uint64_t recoveries_ = 0;
   uint64_t errors_ = 0;
-  uint64_t retired_ = 0;  // transaction slots given up after a storage timeout
-  uint64_t forced_ = 0;   // recovery reads the trigger asked for (§6.3 picks the half by it)
-  uint8_t lost_ = 0;      // targets lost for good (bit per target); engine thread
-  uint8_t suspects_ = 0;  // targets to be marked lost by the next poll()
+  uint64_t retired_ = 0;        // transaction slots given up after a storage timeout
+  uint64_t forced_ = 0;         // recovery reads the trigger asked for (§6.3 picks the half by it)
+  uint64_t verified_ = 0;       // block reads whose crc matched
+  uint64_t repaired_ = 0;       // slots rewritten after a read found them bad
+  uint64_t unrecoverable_ = 0;  // block reads no pair of slots could vouch for
+  uint64_t raw_writes_ = 0;     // blocks stored raw (their LZ4 image did not fit)
+  uint8_t lost_ = 0;            // targets lost for good (bit per target); engine thread
+  uint8_t suspects_ = 0;        // targets to be marked lost by the next poll()
   std::atomic<uint8_t> lost_published_{0};  // lost_, for the control thread
   bool error_logged_ = false;
   std::unique_ptr<core::memory_map> messages_;
@@ -218,6 +255,7 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
       engine_(engine),
       transactions_(transactions),
       config_(config),
+      layout_{config.geometry.block_size, config.geometry.entry},
       trigger_(config.recovery_every_n),
       messages_(core::memory_map::allocate(
           size_t(transactions) * messages_per_transaction * io_message_size,
@@ -226,7 +264,7 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
       txns_(transactions),
       backlog_(transactions),
       resends_(size_t(transactions) * gga_target_count) {
-  const gga_chunk_layout layout{block_size()};
+  const gga_chunk_layout& layout = layout_;
   if (config_.host == nullptr || config_.region == nullptr || block_size() == 0)
     throw status_error(status::invalid_value, "gga worker without its memory or geometry");
   if (config_.first_chunk > config_.region->size() ||
@@ -306,6 +344,7 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                            [this](accel::lz4_compress_task& task) {
                                              transaction& t = txns_[index_of(task)];
                                              task.free();
+                                             t.stored_as = accel::gga_stored_as::lz4;
                                              encode(t);
                                            },
                                        .on_compress_error =
@@ -313,8 +352,16 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                              transaction& t = txns_[index_of(task)];
                                              const status why = task.result();
                                              task.free();
-                                             // The reference stopped the whole worker here (§6.4,
-                                             // §8.4).
+                                             // v2 stores such a block raw: the image area still
+                                             // holds the plain block (nothing is written on
+                                             // too_big). v1 cannot store it; the reference stopped
+                                             // the whole worker here (§6.4, §8.4).
+                                             if (why == status::too_big && verified()) {
+                                               t.stored_as = accel::gga_stored_as::raw;
+                                               ++raw_writes_;
+                                               encode(t);
+                                               return;
+                                             }
                                              fail(t, "block not compressible enough",
                                                   why == status::too_big ? status::io_failed : why);
                                            },
@@ -322,15 +369,20 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                            [this](accel::lz4_decompress_task& task) {
                                              transaction& t = txns_[index_of(task)];
                                              task.free();
-                                             ++t.block;
-                                             next_block(t);
+                                             check_block(t);
                                            },
                                        .on_decompress_error =
                                            [this](accel::lz4_decompress_task& task) {
                                              transaction& t = txns_[index_of(task)];
                                              const status why = task.result();
                                              task.free();
-                                             fail(t, "bad block image from storage", why);
+                                             if (!verified()) {
+                                               fail(t, "bad block image from storage", why);
+                                               return;
+                                             }
+                                             // Another pair of the stripe may give it.
+                                             note_error("bad block image from storage", why);
+                                             settle_read(t);
                                            }});
   ec_ = std::make_unique<accel::ec_engine>(
       engine, accel::ec_engine_config{.create_tasks = transactions,
@@ -339,7 +391,10 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                           [this](accel::ec_create_task& task) {
                                             transaction& t = txns_[index_of(task)];
                                             task.free();
-                                            write_halves(t);
+                                            if (t.op == operation::read)
+                                              write_repair(t);  // a parity half rebuilt
+                                            else
+                                              write_halves(t);
                                           },
                                       .on_create_error =
                                           [this](accel::ec_create_task& task) {
@@ -352,7 +407,7 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                           [this](accel::ec_recover_task& task) {
                                             transaction& t = txns_[index_of(task)];
                                             task.free();
-                                            decompress(t);
+                                            decode(t);
                                           },
                                       .on_recover_error =
                                           [this](accel::ec_recover_task& task) {
@@ -362,20 +417,27 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                             fail(t, "EC recovery failed", why);
                                           }});
   dma_ = std::make_unique<accel::dma_engine>(
-      engine, accel::dma_engine_config{.memcpy_tasks = transactions,
-                                       .on_memcpy_done =
-                                           [this](accel::dma_memcpy_task& task) {
-                                             transaction& t = txns_[index_of(task)];
-                                             task.free();
-                                             compress(t);
-                                           },
-                                       .on_memcpy_error =
-                                           [this](accel::dma_memcpy_task& task) {
-                                             transaction& t = txns_[index_of(task)];
-                                             const status why = task.result();
-                                             task.free();
-                                             fail(t, "DMA from the host failed", why);
-                                           }});
+      engine, accel::dma_engine_config{
+                  .memcpy_tasks = transactions,
+                  .on_memcpy_done =
+                      [this](accel::dma_memcpy_task& task) {
+                        transaction& t = txns_[index_of(task)];
+                        task.free();
+                        if (t.op == operation::read) {
+                          check_block(t);  // a raw block copied out
+                          return;
+                        }
+                        if (verified())
+                          t.crc = core::crc32c({t.chunk + layout_.image(), block_size()});
+                        compress(t);
+                      },
+                  .on_memcpy_error =
+                      [this](accel::dma_memcpy_task& task) {
+                        transaction& t = txns_[index_of(task)];
+                        const status why = task.result();
+                        task.free();
+                        fail(t, "DMA from the host failed", why);
+                      }});
 
   uint8_t* base = messages_->data();
   auto message_at = [&](size_t slot) {
@@ -417,8 +479,8 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
     t.d1 = view(*config_.region, t.chunk + layout.d1(), half());
     t.d2 = view(*config_.region, t.chunk + layout.d2(), half());
     t.parity = view(*config_.region, t.chunk + layout.parity(), half());
-    t.plain = view(*config_.region, t.chunk, block_size());
-    t.image = view(*config_.region, t.chunk, block_size());
+    t.plain = view(*config_.region, t.chunk + layout.image(), block_size());
+    t.image = view(*config_.region, t.chunk + layout.image(), block_size());
     t.host = view(*config_.host, config_.host->data(), config_.host->size());
   }
   throw_if_failed(consumer_->start(), "start comch consumer");
@@ -603,6 +665,7 @@ void gga_worker::io_path::next_block(transaction& t) noexcept {
   }
   if (t.op == operation::read) {
     t.forced = trigger_.tick() ? static_cast<int>(gga_lost_half(++forced_)) : -1;
+    t.have = t.refused = t.tried = t.repair = 0;
     begin_step(t);
     // Two halves of the three: both data halves, or for a recovery read (§6.3) the other data
     // half and the parity. A lost target's place is taken by the one not asked.
@@ -625,13 +688,10 @@ void gga_worker::io_path::next_block(transaction& t) noexcept {
   dma_from_host(t);
 }
 
+// The target's whole slot, into its place in the chunk: in v2 its entry comes with its half.
 void gga_worker::io_path::ask_half(transaction& t, uint32_t target) noexcept {
-  const gga_chunk_layout layout{block_size()};
-  const uint64_t part = target == gga_data_1   ? layout.d1()
-                        : target == gga_data_2 ? layout.d2()
-                                               : layout.parity();
-  issue(t, target, io_message_type::read, half(), part,
-        t.plan.target_offset + uint64_t(t.block) * half());
+  issue(t, target, io_message_type::read, layout_.slots().slot(), layout_.slot_at(target),
+        slot_offset(t));
 }
 
 void gga_worker::io_path::issue(transaction& t, uint32_t target, io_message_type type,
@@ -712,9 +772,17 @@ void gga_worker::io_path::on_storage_response(uint32_t target, uint32_t slot) no
   }
   transaction& t = txns_[i];
   t.awaiting = static_cast<uint8_t>(t.awaiting & ~bit);
-  // A target's failure becomes the host's result (the reference forced success, §8.3).
-  if (!ok(result) && t.result == status::success) t.result = result;
-  if (ok(result)) t.answered = static_cast<uint8_t>(t.answered | bit);
+  if (ok(result)) {
+    t.answered = static_cast<uint8_t>(t.answered | bit);
+    if (t.op == operation::read) t.have = static_cast<uint8_t>(t.have | bit);
+  } else if (t.op == operation::read) {
+    // A slot the target could not read is missing, as a lost target's: the stripe's other pair
+    // serves the block (a failed repair write only goes uncounted).
+    t.refused = static_cast<uint8_t>(t.refused | bit);
+  } else if (t.result == status::success) {
+    // A target's failure becomes the host's result (the reference forced success, §8.3).
+    t.result = result;
+  }
   settle(t);
 }
 
@@ -735,7 +803,10 @@ void gga_worker::io_path::settle(transaction& t) noexcept {
   }
   switch (t.op) {
     case operation::read:
-      settle_read(t);
+      if (t.repair != 0)
+        finish_repair(t);
+      else
+        settle_read(t);
       return;
     case operation::write:
       // Every half written, or the stripe is not whole.
@@ -757,31 +828,85 @@ void gga_worker::io_path::settle(transaction& t) noexcept {
   }
 }
 
-// Two halves in: decompress, or rebuild the missing data half first. Fewer: ask a target that was
-// not asked yet (the one left when another was lost meanwhile), or give up.
+// Every answer of the block's step is in: decode the first pair of slots not tried yet that is
+// here (the regular pair d1+d2 first, or for a recovery read, §6.3, the pair without the half it
+// rebuilds), or ask for the slots an untried pair still needs, or give up. A pair is tried once:
+// in v2 a pair whose entries disagree or whose block fails its crc leaves the next pair to try.
 void gga_worker::io_path::settle_read(transaction& t) noexcept {
-  constexpr uint8_t data_halves = 0b011;
-  if ((t.answered & data_halves) == data_halves && t.forced < 0) {
-    decompress(t);
+  const uint32_t first = t.forced < 0 ? uint32_t(gga_data_p) : uint32_t(t.forced);
+  const std::array<uint32_t, 3> order{first, first == gga_data_p ? 1u : uint32_t(gga_data_p),
+                                      first == 0 ? 1u : 0u};
+  uint8_t reachable = 0;  // slots an untried pair could still use
+  for (uint32_t left_out : order) {
+    const uint8_t bit = static_cast<uint8_t>(1u << left_out);
+    const uint8_t need = static_cast<uint8_t>(0b111 & ~bit);
+    if ((t.tried & bit) != 0 || (need & (t.refused | lost_)) != 0) continue;
+    if ((t.have & need) != need) {
+      reachable = static_cast<uint8_t>(reachable | need);
+      continue;
+    }
+    t.tried = static_cast<uint8_t>(t.tried | bit);
+    if (try_pair(t, left_out)) return;
+  }
+  const uint8_t ask = static_cast<uint8_t>(reachable & ~t.have);
+  if (ask != 0) {
+    begin_step(t);
+    for (uint32_t k = 0; k < gga_target_count; ++k)
+      if ((ask & (1u << k)) != 0) ask_half(t, k);
+    t.issuing = false;
+    if (t.awaiting != 0 || t.sending != 0) return;
+    // None could be sent: those targets are as good as refused.
+    t.refused = static_cast<uint8_t>(t.refused | ask);
+    settle_read(t);
     return;
   }
-  if (std::popcount(t.answered) >= 2 && (t.answered & 0b100) != 0) {
-    recover(t, (t.answered & 0b001) != 0 ? 1 : 0);
+  if (t.tried == 0) {
+    fail(t, "block read lost two storage targets", status::not_connected);
     return;
   }
-  if ((t.answered & data_halves) == data_halves) {
-    decompress(t);  // a recovery read whose parity target was lost: read as a regular one
-    return;
+  ++unrecoverable_;
+  ZC_LOG_ERROR(
+      "worker {}: block {} of storage offset {}: no pair of its slots gives a block "
+      "that matches its checksum; the read fails",
+      cpu_, t.block, t.plan.target_offset);
+  fail(t, "block unrecoverable", status::io_failed);
+}
+
+// Decodes the pair of slots that leaves `left_out` out. False when its entries say that they are
+// not of the same write (or are damaged): the caller tries another pair.
+bool gga_worker::io_path::try_pair(transaction& t, uint32_t left_out) noexcept {
+  t.pair = static_cast<uint8_t>(left_out);
+  if (!verified()) {
+    t.verdict = accel::gga_pair_verdict::lz4;
+  } else {
+    const uint32_t a = left_out == 0 ? 1 : 0, b = left_out == gga_data_p ? 1 : 2;
+    accel::gga_entry ea, eb;
+    auto entry_of = [&](uint32_t k, accel::gga_entry& e) {
+      return accel::decode_gga_entry(std::span<const uint8_t, accel::gga_entry_size>(
+                                         t.chunk + layout_.entry_at(k), accel::gga_entry_size),
+                                     accel::gga_role(k), e);
+    };
+    if (!ok(entry_of(a, ea)) || !ok(entry_of(b, eb))) {
+      note_error("damaged block entry in a slot", status::invalid_value);
+      return false;
+    }
+    t.verdict = accel::judge_gga_pair(ea, eb);
+    if (t.verdict == accel::gga_pair_verdict::mismatch) return false;
+    t.entry = ea;
   }
-  t.issuing = true;
-  for (uint32_t k = 0; k < gga_target_count; ++k)
-    if ((t.asked & (1u << k)) == 0 && !is_lost(k)) ask_half(t, k);
-  t.issuing = false;
-  if (t.awaiting != 0 || t.sending != 0) {
-    t.deadline = engine_.pass_time() + config_.storage_timeout;
-    return;
+  if (t.verdict == accel::gga_pair_verdict::blank) {
+    std::memset(host_block(t), 0, block_size());  // never written: zeros
+    block_done(t);
+    return true;
   }
-  fail(t, "block read lost two storage targets", status::not_connected);
+  if (left_out == gga_data_p) {
+    decode(t);
+  } else {
+    // Rebuilt over the chunk's copy: that slot no longer holds what its target has.
+    t.have = static_cast<uint8_t>(t.have & ~(1u << left_out));
+    recover(t, left_out);
+  }
+  return true;
 }
 
 void gga_worker::io_path::recover(transaction& t, uint32_t lost_half) noexcept {
@@ -805,12 +930,87 @@ void gga_worker::io_path::recover(transaction& t, uint32_t lost_half) noexcept {
   }
 }
 
+void gga_worker::io_path::decode(transaction& t) noexcept {
+  if (t.verdict == accel::gga_pair_verdict::raw)
+    copy_to_host(t);
+  else
+    decompress(t);
+}
+
+// The block is in the host's pages: in v2 it counts only if it matches the crc its entries
+// carry; if not, the next pair is tried. A block served by a fallback pair has its bad slot
+// rewritten before the next block.
+void gga_worker::io_path::check_block(transaction& t) noexcept {
+  if (!verified()) {
+    block_done(t);
+    return;
+  }
+  if (core::crc32c({host_block(t), block_size()}) != t.entry.crc) {
+    note_error("block does not match its checksum", status::io_failed);
+    settle_read(t);
+    return;
+  }
+  ++verified_;
+  const uint32_t bad = t.pair;
+  const uint8_t bit = static_cast<uint8_t>(1u << bad);
+  // The slot left out is bad when an earlier pair with it failed or its target refused it.
+  if (((t.tried & ~bit) != 0 || (t.refused & bit) != 0) && !is_lost(bad)) {
+    repair(t, bad);
+    return;
+  }
+  block_done(t);
+}
+
+// Rewrites `target`'s slot from the verified pair: the same entry with that target's role, and
+// its half, which for a data half the recovery rebuilt in place, and for the parity is encoded
+// again from both data halves.
+void gga_worker::io_path::repair(transaction& t, uint32_t target) noexcept {
+  t.repair = static_cast<uint8_t>(target + 1);
+  accel::gga_entry e = t.entry;
+  e.role = accel::gga_role(target);
+  accel::encode_gga_entry(e, std::span<uint8_t, accel::gga_entry_size>(
+                                 t.chunk + layout_.entry_at(target), accel::gga_entry_size));
+  if (target == gga_data_p) {
+    encode(t);
+    return;
+  }
+  write_repair(t);
+}
+
+void gga_worker::io_path::write_repair(transaction& t) noexcept {
+  const uint32_t target = t.repair - 1u;
+  begin_step(t);
+  issue(t, target, io_message_type::write, layout_.slots().slot(), layout_.slot_at(target),
+        slot_offset(t));
+  t.issuing = false;
+  settle(t);
+}
+
+void gga_worker::io_path::finish_repair(transaction& t) noexcept {
+  const uint32_t target = t.repair - 1u;
+  t.repair = 0;
+  const uint64_t at = slot_offset(t);
+  if ((t.answered & (1u << target)) != 0) {
+    ++repaired_;
+    ZC_LOG_WARN("worker {}: storage target {}: slot at {} was bad and is rewritten", cpu_, target,
+                at);
+  } else {
+    ZC_LOG_WARN("worker {}: storage target {}: slot at {} is bad and could not be rewritten", cpu_,
+                target, at);
+  }
+  block_done(t);
+}
+
+void gga_worker::io_path::block_done(transaction& t) noexcept {
+  ++t.block;
+  next_block(t);
+}
+
 // Straight into the host's pages (§6.2): the image is checked by the decompressor, every length
 // read from storage included.
 void gga_worker::io_path::decompress(transaction& t) noexcept {
   (void)t.image->set_data(t.image->head(), block_size());
-  const uint64_t at = t.plan.host_offset + uint64_t(t.block) * block_size();
-  (void)t.host->set_data(t.host->head() + at, 0);
+  (void)t.host->set_data(host_block(t), 0);
   accel::lz4_decompress_task* task = lz4_->allocate_decompress(*t.image, *t.host);
   if (task == nullptr) {
     fail(t, "no decompress task", status::no_memory);
@@ -823,9 +1023,24 @@ void gga_worker::io_path::decompress(transaction& t) noexcept {
   }
 }
 
+// A block stored raw: its image is the block.
+void gga_worker::io_path::copy_to_host(transaction& t) noexcept {
+  (void)t.image->set_data(t.image->head(), block_size());
+  (void)t.host->set_data(host_block(t), 0);
+  accel::dma_memcpy_task* task = dma_->allocate_memcpy(*t.image, *t.host);
+  if (task == nullptr) {
+    fail(t, "no DMA task", status::no_memory);
+    return;
+  }
+  task->set_user_data(core::make_user_data(index(t)));
+  if (status r = dma_->submit(*task); !ok(r)) {
+    task->free();
+    fail(t, "DMA not submitted", r);
+  }
+}
+
 void gga_worker::io_path::dma_from_host(transaction& t) noexcept {
-  const uint64_t at = t.plan.host_offset + uint64_t(t.block) * block_size();
-  (void)t.host->set_data(t.host->head() + at, block_size());
+  (void)t.host->set_data(host_block(t), block_size());
   (void)t.plain->set_data(t.plain->head(), 0);
   accel::dma_memcpy_task* task = dma_->allocate_memcpy(*t.host, *t.plain);
   if (task == nullptr) {
@@ -854,7 +1069,17 @@ void gga_worker::io_path::compress(transaction& t) noexcept {
   }
 }
 
+// The parity half, and in v2 the three entries of this write (a repair brings its own entry).
 void gga_worker::io_path::encode(transaction& t) noexcept {
+  if (verified() && t.op == operation::write) {
+    const accel::gga_entry e{gga_next_generation(), t.crc, t.stored_as};
+    for (uint32_t k = 0; k < gga_target_count; ++k) {
+      accel::gga_entry mine = e;
+      mine.role = accel::gga_role(k);
+      accel::encode_gga_entry(mine, std::span<uint8_t, accel::gga_entry_size>(
+                                        t.chunk + layout_.entry_at(k), accel::gga_entry_size));
+    }
+  }
   (void)t.d1->set_data(t.d1->head(), half());
   (void)t.d2->set_data(t.d2->head(), half());
   (void)t.parity->set_data(t.parity->head(), 0);
@@ -875,12 +1100,9 @@ void gga_worker::io_path::write_halves(transaction& t) noexcept {
     fail(t, "write refused: a storage target is lost", status::not_connected);
     return;
   }
-  const uint64_t storage_offset = t.plan.target_offset + uint64_t(t.block) * half();
-  const gga_chunk_layout layout{block_size()};
   begin_step(t);
-  issue(t, gga_data_1, io_message_type::write, half(), layout.d1(), storage_offset);
-  issue(t, gga_data_2, io_message_type::write, half(), layout.d2(), storage_offset);
-  issue(t, gga_data_p, io_message_type::write, half(), layout.parity(), storage_offset);
+  for (uint32_t k = 0; k < gga_target_count; ++k)
+    issue(t, k, io_message_type::write, layout_.slots().slot(), layout_.slot_at(k), slot_offset(t));
   t.issuing = false;
   settle(t);
 }

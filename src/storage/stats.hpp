@@ -20,15 +20,26 @@ inline constexpr std::string_view stats_rule = "+===============================
 std::string format_pe_hit_rate(uint64_t hits, uint64_t misses);
 
 // One worker of a target or service.
+// What the gga service's image format v2 checks (zcstore; FORMATS.md §4.3).
+struct block_integrity {
+  uint64_t verified = 0;       // block reads whose checksum matched
+  uint64_t repaired = 0;       // slots rewritten after a read found them bad
+  uint64_t unrecoverable = 0;  // block reads failed: no pair of slots matched the checksum
+  uint64_t raw_writes = 0;     // blocks stored raw
+};
+
 struct core_stats {
   uint32_t core_id = 0;
   uint64_t operation_count = 0;
   std::optional<uint64_t> recovery_count;  // gga service only
   uint64_t pe_hits = 0;
   uint64_t pe_misses = 0;
+  std::optional<block_integrity> integrity;  // gga service, format v2 only
 };
 
-// rule, "| Core: <id>", "| Operation count: <n>", ["| Recovery count: <n>"], "| PE hit rate: ...".
+// rule, "| Core: <id>", "| Operation count: <n>", ["| Recovery count: <n>"], [the four
+// block_integrity lines: "| Verified reads: <n>", "| Repaired slots: <n>",
+// "| Unrecoverable reads: <n>", "| Raw writes: <n>"], "| PE hit rate: ...".
 std::string format_core_stats(const core_stats& stats);
 // Every core's block, one after the other (what the target and services print after shutdown).
 std::string format_core_stats(std::span<const core_stats> stats);

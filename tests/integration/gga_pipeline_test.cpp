@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "accel/gga_format.hpp"
 #include "integration/comch_host.hpp"
 #include "integration/pipeline.hpp"
 #include "service/gga_layout.hpp"
@@ -50,6 +51,8 @@ struct gga_options {
   std::vector<std::string> service_flags;
   // --tls-psk for the three targets and the service ("" : the plain protocol).
   std::string tls_psk;
+  // The generator's --format and the service's --gga-format.
+  std::string format = "v2";
 };
 
 // Generator output, three targets, the service and the initiator.
@@ -74,8 +77,8 @@ class gga_pipeline {
         .write(plain.data(), static_cast<std::streamsize>(plain.size()));
     subprocess gen({binary("zcstore_gga_offload_sbc_generator"), "--original-input-data",
                     path("plain.bin"), "--block-size", std::to_string(gga_block_size),
-                    "--matrix-type", options_.matrix, "--data-1", path("d1.sbc"), "--data-2",
-                    path("d2.sbc"), "--data-p", path("dp.sbc")});
+                    "--matrix-type", options_.matrix, "--format", options_.format, "--data-1",
+                    path("d1.sbc"), "--data-2", path("d2.sbc"), "--data-p", path("dp.sbc")});
     const auto code = gen.wait(run_timeout);
     if (code != std::optional<int>(0)) {
       generator_output_ = gen.output();
@@ -133,7 +136,9 @@ class gga_pipeline {
                                   "--command-channel-name",
                                   channel_,
                                   "--control-timeout",
-                                  std::to_string(control_timeout_s)};
+                                  std::to_string(control_timeout_s),
+                                  "--gga-format",
+                                  options_.format};
     const std::array<const char*, 3> flags{"--data-1-storage", "--data-2-storage",
                                            "--data-p-storage"};
     for (size_t i = 0; i < 3; ++i) {
@@ -319,11 +324,37 @@ TEST(gga_pipeline, keep_serving_takes_one_initiator_after_another) {
   }
 }
 
-// Blocks that do not compress enough cannot be stored (the image format has no raw block): each
-// such write fails on its own with an error the host sees, the worker goes on answering, and every
+// Image format v2 stores a block that does not compress raw: random data goes through the write
+// flow and reads back byte for byte (one read in three through recovery); the service counts the
+// raw writes and the verified reads.
+TEST(gga_pipeline, incompressible_writes_are_stored_raw_and_read_back) {
+  gga_pipeline p({.recovery_every_n = 3});
+  // Blank targets of gga_block_count blocks hold this many v2 slots (the host's capacity).
+  const uint64_t blocks =
+      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, gga_block_size / 2)
+          .blocks_in(gga_block_count);
+  std::vector<char> noise = content_bytes(size_t(gga_block_size) * blocks, 11);
+  {
+    std::ofstream(p.path("noise.bin"), std::ios::binary)
+        .write(noise.data(), static_cast<std::streamsize>(noise.size()));
+  }
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_write_data_validity_test",
+                    {"--storage-plain-content", p.path("noise.bin"), "--transaction-count", "8"});
+  expect_clean_run(p, gga_run_limit);
+  const std::string svc = p.service->output();
+  EXPECT_EQ(svc.find("| Raw writes: 0\n"), std::string::npos) << svc;
+  EXPECT_NE(svc.find("| Raw writes: "), std::string::npos) << svc;
+  EXPECT_EQ(svc.find("| Verified reads: 0\n"), std::string::npos) << svc;
+  EXPECT_NE(svc.find("| Unrecoverable reads: 0\n"), std::string::npos) << svc;
+}
+
+// Format v1 (the reference's) has no raw block: each write of a block that does not compress
+// enough fails on its own with an error the host sees, the worker goes on answering, and every
 // process still ends.
-TEST(gga_pipeline, incompressible_writes_fail_their_transactions_not_the_service) {
-  gga_pipeline p({});
+TEST(gga_pipeline, incompressible_writes_fail_their_transactions_in_format_v1) {
+  gga_pipeline p({.format = "v1"});
   std::vector<char> noise = content_bytes(size_t(gga_block_size) * gga_block_count, 11);
   {
     std::ofstream(p.path("noise.bin"), std::ios::binary)
@@ -441,11 +472,12 @@ TEST(gga_pipeline, writes_after_a_lost_target_are_refused_not_half_written) {
   EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
 }
 
-// Images that do not rebuild (parity made with vandermonde, recovered with cauchy): each such
-// read fails on its own (the decompressor refuses the image, or the validator sees wrong bytes),
-// the service answers every IO and goes on, and every process ends.
-TEST(gga_pipeline, a_bad_image_fails_its_read_not_the_worker) {
-  gga_pipeline p({.matrix = "vandermonde", .recovery_every_n = 1});
+// Format v1 reads what it finds. Images that do not rebuild (parity made with vandermonde,
+// recovered with cauchy): each such read fails on its own (the decompressor refuses the image, or
+// the validator sees wrong bytes), the service answers every IO and goes on, and every process
+// ends.
+TEST(gga_pipeline, a_bad_image_fails_its_read_not_the_worker_in_format_v1) {
+  gga_pipeline p({.matrix = "vandermonde", .recovery_every_n = 1, .format = "v1"});
   const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
   ASSERT_TRUE(p.generate(plain)) << p.all_output();
   ASSERT_TRUE(p.start_targets()) << p.all_output();
@@ -462,6 +494,74 @@ TEST(gga_pipeline, a_bad_image_fails_its_read_not_the_worker) {
       << p.all_output();
   for (auto& t : p.targets)
     EXPECT_EQ(t->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+}
+
+// Where a byte of a generated v2 target image lies: the .sbc header, then slot j at j * S.
+uint64_t v2_slot(uint64_t block) {
+  return 16 + block * (gga_block_size / 2 + zc::accel::gga_entry_size);
+}
+
+void flip_byte(const std::string& file, uint64_t at) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(at));
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5A);
+  f.seekp(static_cast<std::streamoff>(at));
+  f.write(&c, 1);
+  ASSERT_TRUE(f.good()) << file << " at " << at;
+}
+
+// Format v2 vouches for every block it returns: a damaged half, a damaged entry and (seen by the
+// recovery reads) a damaged parity half are each found, the block is rebuilt from the stripe's
+// other pair, checked against its crc and returned, and the bad slot is rewritten once: later
+// reads of those blocks find them whole.
+TEST(gga_pipeline, damaged_slots_are_found_rebuilt_and_rewritten_once) {
+  gga_pipeline p({.recovery_every_n = 1});
+  const uint64_t h = gga_block_size / 2;
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  ASSERT_TRUE(p.generate(plain)) << p.all_output();
+  flip_byte(p.path("d1.sbc"), v2_slot(5) + zc::accel::gga_entry_size + 100);  // block 5's D1
+  flip_byte(p.path("d2.sbc"), v2_slot(9) + h + 9);  // block 9's entry on data 2 (its crc)
+  flip_byte(p.path("dp.sbc"), v2_slot(12) + zc::accel::gga_entry_size + 7);  // block 12's P
+  ASSERT_TRUE(p.start_targets()) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_only_data_validity_test",
+                    {"--storage-plain-content", p.path("plain.bin"), "--transaction-count", "8"},
+                    gga_block_count * 4);
+  expect_clean_run(p, gga_block_count * 4);
+  const std::string svc = p.service->output();
+  EXPECT_NE(svc.find("| Repaired slots: 3\n"), std::string::npos) << p.all_output();
+  EXPECT_NE(svc.find("| Unrecoverable reads: 0\n"), std::string::npos) << svc;
+  EXPECT_NE(svc.find("storage target 2: slot at " + std::to_string(12 * (h + 16)) +
+                     " was bad and is rewritten"),
+            std::string::npos)
+      << svc;
+}
+
+// Two damaged slots of one stripe leave no pair that matches the block's crc: that read fails
+// with IO_FAILED (never wrong bytes with success), the others go on.
+TEST(gga_pipeline, a_block_with_two_damaged_slots_fails_its_read_with_io_failed) {
+  gga_pipeline p({});
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  ASSERT_TRUE(p.generate(plain)) << p.all_output();
+  flip_byte(p.path("d1.sbc"), v2_slot(3) + zc::accel::gga_entry_size + 40);
+  flip_byte(p.path("dp.sbc"), v2_slot(3) + zc::accel::gga_entry_size + 40);
+  ASSERT_TRUE(p.start_targets()) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_only_data_validity_test",
+                    {"--storage-plain-content", p.path("plain.bin"), "--transaction-count", "8"});
+  const auto code = p.initiator->wait(run_timeout);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_NE(*code, 0) << p.all_output();
+  EXPECT_NE(p.initiator->output().find("DOCA_ERROR_IO_FAILED"), std::string::npos)
+      << p.all_output();
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
+  const std::string svc = p.service->output();
+  EXPECT_EQ(svc.find("| Unrecoverable reads: 0\n"), std::string::npos) << svc;
+  EXPECT_NE(svc.find("no pair of its slots gives a block that matches its checksum"),
+            std::string::npos)
+      << svc;
 }
 
 // --json gives the same flags; the configuration printed says what was read.
