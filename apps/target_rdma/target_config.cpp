@@ -54,6 +54,9 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
                  "(above 1: needs --keep-serving)")
       ->capture_default_str()
       ->check(CLI::Range(1u, max_sessions_limit));
+  app.add_option("--fail-writes-after", out.fail_writes_after,
+                 "Fault injection for tests: refuse every write after the first N with IO_FAILED")
+      ->group("Testing");
   int64_t keep_alive_seconds = storage::default_keep_alive_seconds;
   app.add_option("--keep-alive-timeout", keep_alive_seconds,
                  "Seconds a service may stay silent (keep-alives included) before its session "

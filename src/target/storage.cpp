@@ -62,6 +62,15 @@ std::unique_ptr<target_storage> target_storage::in_memory(uint64_t capacity) {
 }
 
 std::unique_ptr<target_storage> target_storage::open(storage_options& config) {
+  auto with_faults = [&config](std::unique_ptr<target_storage> s) {
+    if (config.fail_writes_after) {
+      s->writes_limited_ = true;
+      s->writes_left_.store(*config.fail_writes_after, std::memory_order_relaxed);
+      ZC_LOG_WARN("fault injection: every write after the first {} is refused",
+                  *config.fail_writes_after);
+    }
+    return s;
+  };
   const std::string& path = config.backing_file;
   storage::unique_fd fd;
   bool created = false;
@@ -110,7 +119,7 @@ std::unique_ptr<target_storage> target_storage::open(storage_options& config) {
       auto s = in_memory(capacity);
       // Read straight into the storage: a staging copy would need twice its size in memory.
       if (content) content->read_into({s->map_->data(), capacity});
-      return s;
+      return with_faults(std::move(s));
     }
     // Every block allocated now (holes of a sparse file included): on a full file system a write
     // into a hole of the mapping would kill the target with SIGBUS; this fails here instead, with
@@ -138,7 +147,7 @@ std::unique_ptr<target_storage> target_storage::open(storage_options& config) {
     }
     ZC_LOG_INFO("backing file {}: {} ({} blocks of {} bytes)", path,
                 created ? "created" : "reopened", config.block_count, config.block_size);
-    return s;
+    return with_faults(std::move(s));
   } catch (...) {
     if (created) ::unlink(path.c_str());
     throw;

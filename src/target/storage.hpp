@@ -5,8 +5,10 @@
 // flush() from any thread (the workers').
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/memory_map.hpp"
@@ -23,6 +25,9 @@ struct storage_options {
   uint32_t block_size = 4096;
   // On the command line (or in the JSON file): an existing backing file must then match exactly.
   bool block_count_given = false;
+  // Fault injection for tests (--fail-writes-after N): every write after the first N is refused
+  // with IO_FAILED and not done, as a failing disk would.
+  std::optional<uint64_t> fail_writes_after;
 };
 
 class target_storage {
@@ -45,6 +50,16 @@ class target_storage {
   target_storage& operator=(const target_storage&) = delete;
 
   core::memory_map& map() noexcept { return *map_; }
+  // False when the write about to be done must be refused instead (storage_options::
+  // fail_writes_after). Any thread.
+  bool admit_write() noexcept {
+    if (!writes_limited_) return true;
+    uint64_t left = writes_left_.load(std::memory_order_relaxed);
+    while (left != 0 &&
+           !writes_left_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
+    }
+    return left != 0;
+  }
   bool durable() const noexcept { return mapping_ != nullptr; }
   // Makes every write that completed before the call durable: msync(MS_SYNC) of the whole
   // mapping, which blocks the caller for as long as the file system takes to write back the dirty
@@ -59,6 +74,8 @@ class target_storage {
   uint8_t* mapping_ = nullptr;  // backing file only; unmapped after map_ is gone
   size_t mapping_length_ = 0;
   std::unique_ptr<core::memory_map> map_;
+  bool writes_limited_ = false;
+  std::atomic<uint64_t> writes_left_{0};
 };
 
 }  // namespace zc::target

@@ -72,6 +72,7 @@ class target_worker::io_path {
 
   const uint32_t cpu_;
   core::progress_engine& engine_;
+  target_storage& store_;
   core::memory_map& storage_;  // the target_storage's blocks
   core::memory_map& remote_;
   bool serving_ = false;
@@ -97,6 +98,7 @@ target_worker::io_path::io_path(uint32_t cpu, core::engine_thread& thread,
                                 core::memory_map& remote, uint32_t transactions)
     : cpu_(cpu),
       engine_(thread.engine()),
+      store_(storage),
       storage_(storage.map()),
       remote_(remote),
       messages_map_(core::memory_map::allocate(size_t(transactions) * io_message_size,
@@ -280,6 +282,13 @@ void target_worker::io_path::on_request(slot& s) {
                      cpu_, static_cast<uint32_t>(type), size, storage_offset, requester_offset);
     ++errors_;
     respond(s, status::invalid_value);
+    return;
+  }
+  if (type == io_message_type::write && !store_.admit_write()) {
+    ::zc::log::print(::zc::log::source::app, refusal_level(),
+                     "worker {}: write refused (fault injection: --fail-writes-after)", cpu_);
+    ++errors_;
+    respond(s, status::io_failed);
     return;
   }
   const status r =

@@ -48,6 +48,7 @@ struct gga_options {
   std::string device = "auto";
   // Added to the targets' and the service's command lines (--keep-serving, ...).
   std::vector<std::string> target_flags;
+  std::array<std::vector<std::string>, 3> flags_of_target;  // one target's own
   std::vector<std::string> service_flags;
   // --tls-psk for the three targets and the service ("" : the plain protocol).
   std::string tls_psk;
@@ -109,6 +110,7 @@ class gga_pipeline {
       }
       for (auto& f : cpu_flags(options_.workers)) argv.push_back(f);
       for (auto& f : options_.target_flags) argv.push_back(f);
+      for (auto& f : options_.flags_of_target[i]) argv.push_back(f);
       if (!options_.tls_psk.empty()) argv.insert(argv.end(), {"--tls-psk", options_.tls_psk});
       targets[i] = std::make_unique<subprocess>(argv);
       if (!targets[i]->wait_for_output("listening on port", start_timeout)) return false;
@@ -175,6 +177,7 @@ class gga_pipeline {
   const std::string& channel() const { return channel_; }
   // The service's --matrix-type when it differs from the generator's.
   void set_service_matrix(std::string m) { service_matrix_ = std::move(m); }
+  void set_recovery_every_n(uint64_t n) { options_.recovery_every_n = n; }
 
   std::string all_output() const {
     std::string out = generator_output_;
@@ -563,6 +566,91 @@ TEST(gga_pipeline, a_block_with_two_damaged_slots_fails_its_read_with_io_failed)
             std::string::npos)
       << svc;
 }
+
+// A write that only some targets take (the others refuse it, as a failing disk would) fails, and
+// the stripe it tore then reads the same on every path — the regular pair, and a recovery read
+// rebuilding either data half: the whole new block where two slots of three took it, the whole
+// old block where one did; never a mix of the two.
+struct torn_case {
+  const char* name;
+  std::vector<size_t> refusing;  // targets that refuse the tearing write
+  bool new_block_wins;
+};
+
+void PrintTo(const torn_case& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class torn_write : public ::testing::TestWithParam<torn_case> {};
+
+TEST_P(torn_write, reads_the_whole_old_or_the_whole_new_block_on_every_path) {
+  const torn_case c = GetParam();
+  constexpr uint32_t b = gga_block_size;
+  constexpr uint32_t first_writes = 6;  // blocks 0-5, taken by every target
+  gga_options o{.target_flags = {"--keep-serving"}, .service_flags = {"--keep-serving"}};
+  for (size_t k : c.refusing)
+    o.flags_of_target[k] = {"--fail-writes-after", std::to_string(first_writes)};
+  gga_pipeline p(o);
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  const auto blocks = static_cast<uint32_t>(
+      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, b / 2).blocks_in(gga_block_count));
+  const std::vector<char> old_data = content_bytes(uint64_t(b) * first_writes, 21);
+  const std::vector<char> new_data = content_bytes(b, 22);
+  constexpr auto read = static_cast<uint32_t>(storage::io_message_type::read);
+  constexpr auto write = static_cast<uint32_t>(storage::io_message_type::write);
+  // Reads `block` into the host region past the data and compares it with what it must hold: the
+  // torn blocks 1-3 the whole new or the whole old block, the others their old block.
+  auto expect_block = [&](host& h, uint32_t block, const char* path) {
+    SCOPED_TRACE(std::string(path) + ", block " + std::to_string(block));
+    const uint64_t at = uint64_t(b) * (first_writes + 1);
+    std::memset(h.region().data() + at, 0, b);
+    auto r = h.io(read, 900 + block, b, at, uint64_t(block) * b);
+    ASSERT_TRUE(r) << p.all_output();
+    ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+    const bool torn = block >= 1 && block <= 3;
+    const char* want =
+        torn && c.new_block_wins ? new_data.data() : old_data.data() + uint64_t(block) * b;
+    EXPECT_EQ(std::memcmp(h.region().data() + at, want, b), 0) << p.all_output();
+  };
+  {
+    host h(p.channel(), {b, blocks});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    std::memcpy(h.region().data(), old_data.data(), old_data.size());
+    for (uint32_t j = 0; j < first_writes; ++j) {
+      auto r = h.io(write, j, b, uint64_t(j) * b, uint64_t(j) * b);
+      ASSERT_TRUE(r) << p.all_output();
+      ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+    }
+    // Blocks 1, 2 and 3 torn the same way, one for each read path.
+    std::memcpy(h.region().data() + uint64_t(b) * first_writes, new_data.data(), b);
+    for (uint32_t j = 1; j <= 3; ++j) {
+      auto r = h.io(write, 100 + j, b, uint64_t(b) * first_writes, uint64_t(j) * b);
+      ASSERT_TRUE(r) << p.all_output();
+      EXPECT_EQ(r->view().result(), status::io_failed) << p.all_output();
+    }
+    expect_block(h, 1, "regular read");
+    expect_block(h, 0, "an untouched block");
+  }
+  // A service that rebuilds a data half on every read, the lost half alternating d2, d1.
+  p.service->signal(SIGINT);
+  ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  p.set_recovery_every_n(1);
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  {
+    host h(p.channel(), {b, blocks});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    expect_block(h, 2, "recovery read rebuilding data 2");
+    expect_block(h, 3, "recovery read rebuilding data 1");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(gga_pipeline, torn_write,
+                         ::testing::Values(torn_case{"data_2_missed_it", {1}, true},
+                                           torn_case{"parity_missed_it", {2}, true},
+                                           torn_case{"only_data_1_took_it", {1, 2}, false},
+                                           torn_case{"only_parity_took_it", {0, 1}, false}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // --json gives the same flags; the configuration printed says what was read.
 TEST(gga_pipeline, flags_can_come_from_a_json_file) {
