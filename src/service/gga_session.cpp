@@ -229,10 +229,10 @@ void gga_session::degrade(size_t target, const std::string& why) {
   if (std::popcount(lost_) >= 2)
     throw session_lost(status::not_connected, fmt::format("a second storage target lost ({}): {}",
                                                           targets_.name(target), why));
-  ZC_LOG_ERROR(
-      "storage {} lost ({}): serving degraded, reads rebuilt through EC recovery, "
-      "writes refused",
-      targets_.name(target), why);
+  ZC_LOG_ERROR("storage {} lost ({}): serving degraded, reads rebuilt through EC recovery, {}",
+               targets_.name(target), why,
+               options_.format == accel::gga_format::v2 ? "writes go to the two others"
+                                                        : "writes refused (image format v1)");
   for_each_worker(workers_,
                   [target](gga_worker& w) { w.lose_target(static_cast<uint32_t>(target)); });
 }
@@ -264,7 +264,9 @@ std::vector<storage::core_stats> gga_session::stats() const {
   const bool v2 = options_.format == accel::gga_format::v2;
   for (const auto& s : workers_.stats()) {
     out.push_back({s.cpu, s.operations, s.recoveries, s.pe_hits, s.pe_misses, std::nullopt});
-    if (v2) out.back().integrity = {s.verified, s.repaired, s.unrecoverable, s.raw_writes};
+    if (v2)
+      out.back().integrity = {s.verified, s.repaired, s.unrecoverable, s.raw_writes,
+                              s.degraded_writes};
   }
   if (out.empty())
     for (uint32_t cpu : options_.cpus) out.push_back({cpu, 0, uint64_t(0), 0, 0});

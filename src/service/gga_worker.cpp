@@ -82,8 +82,8 @@ class gga_worker::io_path final : public core::event_source {
   // The control thread heard that `target` is gone (its control connection failed).
   void lose_target(uint32_t target) noexcept { suspect(target); }
   gga_worker_stats stats() const noexcept {
-    return {cpu_,      operations_, recoveries_,    errors_,    engine_.hits(), engine_.misses(),
-            verified_, repaired_,   unrecoverable_, raw_writes_};
+    return {cpu_,      operations_, recoveries_,    errors_,     engine_.hits(),  engine_.misses(),
+            verified_, repaired_,   unrecoverable_, raw_writes_, degraded_writes_};
   }
 
   size_t poll() override;
@@ -183,6 +183,7 @@ class gga_worker::io_path final : public core::event_source {
   void compress(transaction& t) noexcept;
   void encode(transaction& t) noexcept;
   void write_halves(transaction& t) noexcept;
+  bool write_allowed(transaction& t) noexcept;
   uint8_t* host_block(const transaction& t) const noexcept {
     return config_.host->data() + t.plan.host_offset + uint64_t(t.block) * block_size();
   }
@@ -225,8 +226,9 @@ class gga_worker::io_path final : public core::event_source {
   uint64_t repaired_ = 0;       // slots rewritten after a read found them bad
   uint64_t unrecoverable_ = 0;  // block reads no pair of slots could vouch for
   uint64_t raw_writes_ = 0;     // blocks stored raw (their LZ4 image did not fit)
-  uint8_t lost_ = 0;            // targets lost for good (bit per target); engine thread
-  uint8_t suspects_ = 0;        // targets to be marked lost by the next poll()
+  uint64_t degraded_writes_ = 0;            // blocks written to two targets, one being lost
+  uint8_t lost_ = 0;                        // targets lost for good (bit per target); engine thread
+  uint8_t suspects_ = 0;                    // targets to be marked lost by the next poll()
   std::atomic<uint8_t> lost_published_{0};  // lost_, for the control thread
   bool error_logged_ = false;
   std::unique_ptr<core::memory_map> messages_;
@@ -680,11 +682,7 @@ void gga_worker::io_path::next_block(transaction& t) noexcept {
     settle(t);
     return;
   }
-  // A stripe is written whole or not at all: with a target lost, a write would leave it short.
-  if (lost_ != 0) {
-    fail(t, "write refused: a storage target is lost", status::not_connected);
-    return;
-  }
+  if (!write_allowed(t)) return;
   dma_from_host(t);
 }
 
@@ -809,11 +807,14 @@ void gga_worker::io_path::settle(transaction& t) noexcept {
         settle_read(t);
       return;
     case operation::write:
-      // Every half written, or the stripe is not whole.
-      if (t.answered != 0b111) {
+      // Every slot written (v1), or in v2 every live target's and at least two: the stripe is
+      // whole or, one target lost, readable from the two others.
+      if (const uint8_t need = verified() ? uint8_t(0b111 & ~lost_) : uint8_t(0b111);
+          (t.answered & need) != need || std::popcount(t.answered) < 2) {
         fail(t, "write lost a storage target half-way", status::io_failed);
         return;
       }
+      if (t.answered != 0b111) ++degraded_writes_;
       ++t.block;
       next_block(t);
       return;
@@ -1095,14 +1096,30 @@ void gga_worker::io_path::encode(transaction& t) noexcept {
   }
 }
 
-void gga_worker::io_path::write_halves(transaction& t) noexcept {
-  if (lost_ != 0) {
+// With one target lost, a v2 write goes on to the two others: their slots carry the new
+// generation, the lost target's slot an older one, so no read pairs it with them (it is rewritten
+// by the first read that finds it, or the rebuild). v1 has no generation to tell them apart: a
+// stripe is written whole or not at all there. Two targets lost: no write.
+bool gga_worker::io_path::write_allowed(transaction& t) noexcept {
+  if (lost_ == 0) return true;
+  if (!verified()) {
     fail(t, "write refused: a storage target is lost", status::not_connected);
-    return;
+    return false;
   }
+  if (std::popcount(lost_) >= 2) {
+    fail(t, "write refused: two storage targets are lost", status::not_connected);
+    return false;
+  }
+  return true;
+}
+
+void gga_worker::io_path::write_halves(transaction& t) noexcept {
+  if (!write_allowed(t)) return;
   begin_step(t);
   for (uint32_t k = 0; k < gga_target_count; ++k)
-    issue(t, k, io_message_type::write, layout_.slots().slot(), layout_.slot_at(k), slot_offset(t));
+    if (!is_lost(k))
+      issue(t, k, io_message_type::write, layout_.slots().slot(), layout_.slot_at(k),
+            slot_offset(t));
   t.issuing = false;
   settle(t);
 }
@@ -1147,8 +1164,9 @@ size_t gga_worker::io_path::take_suspects() noexcept {
     const uint8_t bit = static_cast<uint8_t>(1u << k);
     if ((fresh & bit) == 0) continue;
     ZC_LOG_ERROR("worker {}: storage target {} lost; {}", cpu_, k,
-                 std::popcount(lost_) >= 2
-                     ? "two targets lost, no block can be read"
+                 std::popcount(lost_) >= 2 ? "two targets lost, no block can be read"
+                 : verified()
+                     ? "reads are served degraded (EC recovery), writes go to the two others"
                      : "reads are served degraded (EC recovery), writes refused");
     // Fenced: whatever it still had in flight, it touches this worker's memory no more.
     (void)control_[k]->stop();

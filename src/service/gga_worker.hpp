@@ -40,10 +40,11 @@ struct gga_worker_stats {
   uint64_t pe_hits = 0;
   uint64_t pe_misses = 0;
   // Image format v2 (FORMATS.md §4.3); 0 in v1.
-  uint64_t verified = 0;       // block reads whose crc matched
-  uint64_t repaired = 0;       // slots rewritten after a read found them bad
-  uint64_t unrecoverable = 0;  // block reads that failed: no pair of slots matched its crc
-  uint64_t raw_writes = 0;     // blocks stored raw: their LZ4 image did not fit the block
+  uint64_t verified = 0;         // block reads whose crc matched
+  uint64_t repaired = 0;         // slots rewritten after a read found them bad
+  uint64_t unrecoverable = 0;    // block reads that failed: no pair of slots matched its crc
+  uint64_t raw_writes = 0;       // blocks stored raw: their LZ4 image did not fit the block
+  uint64_t degraded_writes = 0;  // blocks written to two targets, the third being lost
 };
 
 struct gga_worker_config {

@@ -21,8 +21,8 @@ std::string format_core_stats(const core_stats& stats) {
   if (const auto& i = stats.integrity)
     fmt::format_to(it,
                    "| Verified reads: {}\n| Repaired slots: {}\n| Unrecoverable reads: {}\n| Raw "
-                   "writes: {}\n",
-                   i->verified, i->repaired, i->unrecoverable, i->raw_writes);
+                   "writes: {}\n| Degraded writes: {}\n",
+                   i->verified, i->repaired, i->unrecoverable, i->raw_writes, i->degraded_writes);
   fmt::format_to(it, "| PE hit rate: {}\n", format_pe_hit_rate(stats.pe_hits, stats.pe_misses));
   return out;
 }

@@ -22,10 +22,11 @@ std::string format_pe_hit_rate(uint64_t hits, uint64_t misses);
 // One worker of a target or service.
 // What the gga service's image format v2 checks (zcstore; FORMATS.md §4.3).
 struct block_integrity {
-  uint64_t verified = 0;       // block reads whose checksum matched
-  uint64_t repaired = 0;       // slots rewritten after a read found them bad
-  uint64_t unrecoverable = 0;  // block reads failed: no pair of slots matched the checksum
-  uint64_t raw_writes = 0;     // blocks stored raw
+  uint64_t verified = 0;         // block reads whose checksum matched
+  uint64_t repaired = 0;         // slots rewritten after a read found them bad
+  uint64_t unrecoverable = 0;    // block reads failed: no pair of slots matched the checksum
+  uint64_t raw_writes = 0;       // blocks stored raw
+  uint64_t degraded_writes = 0;  // blocks written to two targets, the third being lost
 };
 
 struct core_stats {
@@ -39,7 +40,8 @@ struct core_stats {
 
 // rule, "| Core: <id>", "| Operation count: <n>", ["| Recovery count: <n>"], [the four
 // block_integrity lines: "| Verified reads: <n>", "| Repaired slots: <n>",
-// "| Unrecoverable reads: <n>", "| Raw writes: <n>"], "| PE hit rate: ...".
+// "| Unrecoverable reads: <n>", "| Raw writes: <n>", "| Degraded writes: <n>"],
+// "| PE hit rate: ...".
 std::string format_core_stats(const core_stats& stats);
 // Every core's block, one after the other (what the target and services print after shutdown).
 std::string format_core_stats(std::span<const core_stats> stats);

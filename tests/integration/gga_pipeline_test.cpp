@@ -450,11 +450,12 @@ TEST(gga_pipeline, a_silent_target_is_lost_in_bounded_time_and_reads_go_on) {
       << p.all_output();
 }
 
-// Writes after a target is lost are refused whole (NOT_CONNECTED), never written to two halves of
-// three; one that was under way when it went fails with IO_FAILED. The initiator's
-// write-then-read run fails with that status and says so.
-TEST(gga_pipeline, writes_after_a_lost_target_are_refused_not_half_written) {
-  gga_pipeline p({});
+// Format v1: writes after a target is lost are refused whole (NOT_CONNECTED), never written to
+// two halves of three (v1 has no generation to tell a stale half from a fresh one); one that was
+// under way when it went fails with IO_FAILED. The initiator's write-then-read run fails with
+// that status and says so.
+TEST(gga_pipeline, writes_after_a_lost_target_are_refused_in_format_v1) {
+  gga_pipeline p({.format = "v1"});
   ASSERT_TRUE(p.start_targets(false)) << p.all_output();
   ASSERT_TRUE(p.start_service()) << p.all_output();
   p.start_initiator("read_write_data_validity_test", {"--transaction-count", "8"}, 100000000);
@@ -474,6 +475,55 @@ TEST(gga_pipeline, writes_after_a_lost_target_are_refused_not_half_written) {
       << p.all_output();
   EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
 }
+
+// Format v2: with one target lost (killed), writes go on to the two others, and every block reads
+// back what was written last, the blocks written while degraded included.
+class degraded_write : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(degraded_write, writes_go_on_to_the_two_targets_left_and_read_back) {
+  constexpr uint32_t b = gga_block_size;
+  constexpr uint32_t count = 8;
+  gga_pipeline p({});
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  const auto blocks = static_cast<uint32_t>(
+      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, b / 2).blocks_in(gga_block_count));
+  constexpr auto read = static_cast<uint32_t>(storage::io_message_type::read);
+  constexpr auto write = static_cast<uint32_t>(storage::io_message_type::write);
+  std::vector<char> expected = content_bytes(uint64_t(b) * count, 31);
+  {
+    host h(p.channel(), {b, blocks});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    auto write_blocks = [&](uint32_t first, uint32_t n) {
+      std::memcpy(h.region().data() + uint64_t(first) * b, expected.data() + uint64_t(first) * b,
+                  uint64_t(n) * b);
+      auto r = h.io(write, first, n * b, uint64_t(first) * b, uint64_t(first) * b);
+      ASSERT_TRUE(r) << p.all_output();
+      ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+    };
+    ASSERT_NO_FATAL_FAILURE(write_blocks(0, count));
+    p.targets[GetParam()]->signal(SIGKILL);
+    ASSERT_TRUE(p.service->wait_for_output("writes go to the two others", run_timeout))
+        << p.all_output();
+    const std::vector<char> again = content_bytes(uint64_t(b) * 4, 32);
+    std::memcpy(expected.data() + 2 * b, again.data(), again.size());
+    ASSERT_NO_FATAL_FAILURE(write_blocks(2, 4));
+    std::memset(h.region().data(), 0, uint64_t(b) * count);
+    auto r = h.io(read, 99, count * b, 0, 0);
+    ASSERT_TRUE(r) << p.all_output();
+    ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+    EXPECT_EQ(std::memcmp(h.region().data(), expected.data(), expected.size()), 0)
+        << p.all_output();
+  }
+  p.service->signal(SIGINT);
+  EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  const std::string svc = p.service->output();
+  EXPECT_NE(svc.find("| Degraded writes: 4\n"), std::string::npos) << svc;
+  EXPECT_NE(svc.find("| Unrecoverable reads: 0\n"), std::string::npos) << svc;
+}
+
+INSTANTIATE_TEST_SUITE_P(gga_pipeline, degraded_write, ::testing::Values(size_t(0), size_t(2)),
+                         [](const auto& info) { return info.param == 2 ? "parity" : "data_1"; });
 
 // Format v1 reads what it finds. Images that do not rebuild (parity made with vandermonde,
 // recovered with cauchy): each such read fails on its own (the decompressor refuses the image, or
