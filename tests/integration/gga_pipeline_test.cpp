@@ -90,8 +90,15 @@ class gga_pipeline {
 
   // The three targets with the generated images (or blank storage of the same geometry).
   bool start_targets(bool with_content = true) {
+    for (size_t i = 0; i < 3; ++i)
+      if (!start_target(i, with_content)) return false;
+    return true;
+  }
+
+  // Target i alone (again: a replacement on a new port, for the next service started).
+  bool start_target(size_t i, bool with_content) {
     const std::array<const char*, 3> names{"d1.sbc", "d2.sbc", "dp.sbc"};
-    for (size_t i = 0; i < 3; ++i) {
+    {
       std::vector<std::string> argv{binary("zcstore_target_rdma"),
                                     "-d",
                                     options_.device,
@@ -524,6 +531,59 @@ TEST_P(degraded_write, writes_go_on_to_the_two_targets_left_and_read_back) {
 
 INSTANTIATE_TEST_SUITE_P(gga_pipeline, degraded_write, ::testing::Values(size_t(0), size_t(2)),
                          [](const auto& info) { return info.param == 2 ? "parity" : "data_1"; });
+
+// A blank replacement for a lost target (same geometry) taken by the next service: every slot it
+// lacks is found by the first read of its block (a blank entry pairs with nothing written),
+// served from the other two, and rewritten; a read after the loss of another target then gets
+// every block from the replacement and the third target, byte for byte.
+TEST(gga_pipeline, a_blank_replacement_target_is_filled_by_the_reads) {
+  constexpr uint32_t b = gga_block_size;
+  constexpr uint32_t count = 16;
+  gga_pipeline p({.target_flags = {"--keep-serving"}});
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  const auto blocks = static_cast<uint32_t>(
+      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, b / 2).blocks_in(gga_block_count));
+  constexpr auto read = static_cast<uint32_t>(storage::io_message_type::read);
+  constexpr auto write = static_cast<uint32_t>(storage::io_message_type::write);
+  const std::vector<char> data = content_bytes(uint64_t(b) * count, 41);
+  auto read_all = [&](host& h) {
+    std::memset(h.region().data(), 0, data.size());
+    auto r = h.io(read, 7, count * b, 0, 0);
+    ASSERT_TRUE(r) << p.all_output();
+    ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+    EXPECT_EQ(std::memcmp(h.region().data(), data.data(), data.size()), 0) << p.all_output();
+  };
+  {
+    host h(p.channel(), {b, blocks});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    std::memcpy(h.region().data(), data.data(), data.size());
+    auto r = h.io(write, 1, count * b, 0, 0);
+    ASSERT_TRUE(r) << p.all_output();
+    ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+  }
+  // Data 2 is replaced by a blank target; a new service reads every block through it.
+  p.service->signal(SIGINT);
+  ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  p.targets[1]->signal(SIGKILL);
+  ASSERT_TRUE(p.start_target(1, false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  {
+    host h(p.channel(), {b, blocks});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    ASSERT_NO_FATAL_FAILURE(read_all(h));
+    // Data 1 goes: every block now needs the replacement's slot.
+    p.targets[0]->signal(SIGKILL);
+    ASSERT_TRUE(p.service->wait_for_output("serving degraded", run_timeout)) << p.all_output();
+    ASSERT_NO_FATAL_FAILURE(read_all(h));
+  }
+  p.service->signal(SIGINT);
+  EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  const std::string svc = p.service->output();
+  EXPECT_NE(svc.find("| Repaired slots: " + std::to_string(count) + "\n"), std::string::npos)
+      << svc;
+  EXPECT_NE(svc.find("| Unrecoverable reads: 0\n"), std::string::npos) << svc;
+}
 
 // Format v1 reads what it finds. Images that do not rebuild (parity made with vandermonde,
 // recovered with cauchy): each such read fails on its own (the decompressor refuses the image, or
