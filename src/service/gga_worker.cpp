@@ -877,16 +877,16 @@ void gga_worker::io_path::settle_read(transaction& t) noexcept {
 // not of the same write (or are damaged): the caller tries another pair.
 bool gga_worker::io_path::try_pair(transaction& t, uint32_t left_out) noexcept {
   t.pair = static_cast<uint8_t>(left_out);
+  auto entry_of = [&](uint32_t k, accel::gga_entry& e) {
+    return accel::decode_gga_entry(std::span<const uint8_t, accel::gga_entry_size>(
+                                       t.chunk + layout_.entry_at(k), accel::gga_entry_size),
+                                   accel::gga_role(k), e);
+  };
   if (!verified()) {
     t.verdict = accel::gga_pair_verdict::lz4;
   } else {
     const uint32_t a = left_out == 0 ? 1 : 0, b = left_out == gga_data_p ? 1 : 2;
     accel::gga_entry ea, eb;
-    auto entry_of = [&](uint32_t k, accel::gga_entry& e) {
-      return accel::decode_gga_entry(std::span<const uint8_t, accel::gga_entry_size>(
-                                         t.chunk + layout_.entry_at(k), accel::gga_entry_size),
-                                     accel::gga_role(k), e);
-    };
     if (!ok(entry_of(a, ea)) || !ok(entry_of(b, eb))) {
       note_error("damaged block entry in a slot", status::invalid_value);
       return false;
@@ -896,6 +896,22 @@ bool gga_worker::io_path::try_pair(transaction& t, uint32_t left_out) noexcept {
     t.entry = ea;
   }
   if (t.verdict == accel::gga_pair_verdict::blank) {
+    // Zeros only if the third slot is blank too (or cannot be read): two blank replacement
+    // targets must not hide a block the third one holds.
+    const uint8_t third = static_cast<uint8_t>(1u << left_out);
+    if (!is_lost(left_out) && (t.refused & third) == 0) {
+      if ((t.have & third) == 0) {
+        t.tried = static_cast<uint8_t>(t.tried & ~third);  // tried again with the third slot in
+        begin_step(t);
+        ask_half(t, left_out);
+        t.issuing = false;
+        if (t.awaiting == 0 && t.sending == 0) t.refused = static_cast<uint8_t>(t.refused | third);
+        settle(t);
+        return true;
+      }
+      accel::gga_entry e;
+      if (!ok(entry_of(left_out, e)) || e.stored_as != accel::gga_stored_as::none) return false;
+    }
     std::memset(host_block(t), 0, block_size());  // never written: zeros
     block_done(t);
     return true;

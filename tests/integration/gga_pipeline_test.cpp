@@ -762,6 +762,46 @@ INSTANTIATE_TEST_SUITE_P(gga_pipeline, torn_write,
                                            torn_case{"only_parity_took_it", {0, 1}, false}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// Two data targets replaced by blank ones: their blank slots agree with each other, but the parity
+// target still holds the blocks, so those reads fail (IO_FAILED) rather than return zeros; a
+// block never written anywhere still reads as zeros.
+TEST(gga_pipeline, two_blank_replacements_do_not_pass_written_blocks_off_as_zeros) {
+  constexpr uint32_t b = gga_block_size;
+  gga_pipeline p({.target_flags = {"--keep-serving"}});
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  const auto blocks = static_cast<uint32_t>(
+      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, b / 2).blocks_in(gga_block_count));
+  constexpr auto read = static_cast<uint32_t>(storage::io_message_type::read);
+  constexpr auto write = static_cast<uint32_t>(storage::io_message_type::write);
+  {
+    host h(p.channel(), {b, blocks});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    const std::vector<char> data = content_bytes(b, 51);
+    std::memcpy(h.region().data(), data.data(), b);
+    auto r = h.io(write, 1, b, 0, 0);
+    ASSERT_TRUE(r) << p.all_output();
+    ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+  }
+  p.service->signal(SIGINT);
+  ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  for (size_t k : {size_t(0), size_t(1)}) {
+    p.targets[k]->signal(SIGKILL);
+    ASSERT_TRUE(p.start_target(k, false)) << p.all_output();
+  }
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  host h(p.channel(), {b, blocks});
+  ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+  auto r = h.io(read, 2, b, 0, 0);
+  ASSERT_TRUE(r) << p.all_output();
+  EXPECT_EQ(r->view().result(), status::io_failed) << p.all_output();
+  std::memset(h.region().data(), 0x77, b);
+  r = h.io(read, 3, b, 0, uint64_t(b) * 5);
+  ASSERT_TRUE(r) << p.all_output();
+  ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+  EXPECT_EQ(std::vector<char>(h.region().data(), h.region().data() + b), std::vector<char>(b, 0));
+}
+
 // --json gives the same flags; the configuration printed says what was read.
 TEST(gga_pipeline, flags_can_come_from_a_json_file) {
   gga_pipeline p({});
