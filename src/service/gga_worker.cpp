@@ -35,6 +35,8 @@ constexpr int flush_deadline_factor = 4;
 constexpr auto deadline_sweep = std::chrono::milliseconds(100);
 // Chunk views per transaction: d1, d2, parity, plain block, image, host pages.
 constexpr uint32_t chunk_views = 6;
+// The shortest host IO message that can be answered: type, padding and user_data.
+constexpr uint32_t answerable_length = 16;
 // Message buffers per transaction: the host's request, one request per target, one response
 // receive per target.
 constexpr uint32_t messages_per_transaction = 1 + 2 * gga_target_count;
@@ -575,11 +577,18 @@ void gga_worker::io_path::on_host_request(transaction& t) noexcept {
   t.sending = 0;
   t.awaiting = 0;
   t.forced = -1;
-  if (t.receive->received_length() != io_message_size) {
-    // Too short to answer in place with the host's own user_data: dropped, the buffer reposted.
-    note_error("IO message of the wrong length refused", status::invalid_value);
-    --in_flight_;
-    post_host_receive(t);
+  if (const uint32_t length = t.receive->received_length(); length != io_message_size) {
+    if (length < answerable_length) {
+      // Too short to carry the host's user_data: nothing to answer; the buffer is reposted.
+      note_error("IO message too short to answer dropped", status::invalid_value);
+      --in_flight_;
+      post_host_receive(t);
+      return;
+    }
+    // Answered with the host's user_data; what it did not send reads as zeros.
+    if (length < io_message_size)
+      std::memset(t.host_message->head() + length, 0, io_message_size - length);
+    fail(t, "IO message of the wrong length refused", status::invalid_value);
     return;
   }
   io_message_view msg(t.host_message->head());
