@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "accel/ec_engine.hpp"
+#include "accel/gga_format.hpp"
 #include "accel/lz4_engine.hpp"
 #include "core/buffer.hpp"
+#include "core/crc32c.hpp"
 #include "core/memory_map.hpp"
 #include "core/progress_engine.hpp"
 #include "storage/sbc_file.hpp"
@@ -27,6 +29,9 @@ using namespace std::chrono_literals;
 
 // The engines run their tasks inside progress(); this bounds a wait that cannot really happen.
 constexpr auto task_timeout = 60s;
+
+// The generator's write is the first of every block (generation 0 means never written).
+constexpr uint64_t initial_generation = 1;
 
 std::string error_text(int err) {
   return std::generic_category().message(err);
@@ -97,6 +102,37 @@ void refuse_overwriting_input(const generator_config& config, const input_file& 
   }
 }
 
+// One target's .sbc content as a stream of slots (S bytes each, S = H in v1), cut into the H-byte
+// blocks sbc_writer takes; finish() fills the rest of the declared blocks (the slots' tail and the
+// label block) with zeros.
+class slot_stream {
+ public:
+  slot_stream(const std::string& path, uint32_t half, uint32_t target_blocks)
+      : out_(path, half, target_blocks), half_(half), target_blocks_(target_blocks) {
+    pending_.reserve(size_t(half) * 2 + accel::gga_entry_size);
+  }
+  void write(std::span<const uint8_t> slot) {
+    pending_.insert(pending_.end(), slot.begin(), slot.end());
+    size_t at = 0;
+    for (; pending_.size() - at >= half_; at += half_) out_.append({pending_.data() + at, half_});
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(at));
+  }
+  void finish() {
+    pending_.resize(half_, 0);
+    while (out_.blocks_written() < target_blocks_) {
+      out_.append(pending_);
+      std::fill(pending_.begin(), pending_.end(), 0);
+    }
+    out_.finish();
+  }
+
+ private:
+  storage::sbc_writer out_;
+  uint32_t half_;
+  uint32_t target_blocks_;
+  std::vector<uint8_t> pending_;  // less than one H-block between writes
+};
+
 // A task from a pool of one, which its callback has freed.
 template <typename T>
 T& take(T* task) {
@@ -119,23 +155,27 @@ generator_result generate(const generator_config& config, const progress_callbac
   if (block == 0 || block % block_size_multiple != 0 || block > max_block_size)
     throw status_error(status::invalid_value,
                        fmt::format("Block size {} must be a non-zero multiple of 64", block));
+  const bool v2 = config.format == accel::gga_format::v2;
+  const auto layout = accel::gga_slot_layout::of(config.format, half);
   input_file in = open_input(config.input);
   const uint64_t blocks = (in.size + block - 1) / block;
-  if (blocks * half > storage::sbc_max_content_size)
+  const uint64_t target_blocks = layout.target_blocks_for(blocks);
+  if (target_blocks * half > storage::sbc_max_content_size)
     throw status_error(
         status::too_big,
         fmt::format("Exceeded limit: {} ({} bytes) makes {} blocks of {} bytes, {} bytes per "
                     ".sbc file, more than {}",
-                    config.input, in.size, blocks, block, blocks * half,
+                    config.input, in.size, blocks, block, target_blocks * half,
                     storage::sbc_max_content_size));
   const auto count = static_cast<uint32_t>(blocks);
   refuse_overwriting_input(config, in);
 
   // Created before any work, so an unwritable output fails at once; removed again if the run
   // fails (sbc_writer's destructor).
-  storage::sbc_writer data_1(config.data_1, half, count);
-  storage::sbc_writer data_2(config.data_2, half, count);
-  storage::sbc_writer data_p(config.data_p, half, count);
+  const auto file_blocks = static_cast<uint32_t>(target_blocks);
+  slot_stream data_1(config.data_1, half, file_blocks);
+  slot_stream data_2(config.data_2, half, file_blocks);
+  slot_stream data_p(config.data_p, half, file_blocks);
 
   core::progress_engine pe(core::poll_mode::busy);
   status result = status::success;
@@ -178,6 +218,21 @@ generator_result generate(const generator_config& config, const progress_callbac
   throw_if_failed(inventory.get_by_data(*map, image_bytes + half, half, d2), "data_2 buffer");
   throw_if_failed(inventory.get_by_addr(*map, parity_bytes, half, p), "parity buffer");
 
+  // One slot per target and block: the half, and in v2 its entry (FORMATS.md §4.3).
+  std::vector<uint8_t> slot(layout.slot());
+  auto write_slot = [&](slot_stream& out, accel::gga_role role, const uint8_t* half_bytes,
+                        const accel::gga_entry& entry) {
+    std::memcpy(slot.data() + layout.half_at(role), half_bytes, half);
+    if (v2) {
+      accel::gga_entry e = entry;
+      e.role = role;
+      accel::encode_gga_entry(e, std::span<uint8_t, accel::gga_entry_size>(
+                                     slot.data() + layout.entry_at(role), accel::gga_entry_size));
+    }
+    out.write(slot);
+  };
+  uint32_t raw_blocks = 0;
+
   auto stop_engines = [&] {
     lz4.stop();
     ec.stop();
@@ -201,13 +256,23 @@ generator_result generate(const generator_config& config, const progress_callbac
       throw_if_failed(lz4.submit(take(lz4.allocate_compress(*plain, *image))), "lz4 submit");
       wait_for(
           pe, [&] { return finished; }, "LZ4 compression");
-      if (result == status::too_big)
+      accel::gga_entry entry{.generation = initial_generation,
+                             .crc = v2 ? core::crc32c({plain_bytes, block}) : 0,
+                             .stored_as = accel::gga_stored_as::lz4};
+      if (result == status::too_big && v2) {
+        // The image cannot hold it: v2 stores the plain block itself as D1 | D2.
+        std::memcpy(image_bytes, plain_bytes, block);
+        entry.stored_as = accel::gga_stored_as::raw;
+        ++raw_blocks;
+      } else if (result == status::too_big) {
         throw status_error(
             status::invalid_value,
             fmt::format("Data was not compressible enough: block {} (input offset {}) "
                         "compresses to {} bytes, and a {}-byte block image holds at most {}",
                         i, offset, payload, block, block - accel::image_overhead));
-      throw_if_failed(result, fmt::format("LZ4 compression of block {} failed", i));
+      } else {
+        throw_if_failed(result, fmt::format("LZ4 compression of block {} failed", i));
+      }
 
       p->set_data(parity_bytes, 0);
       finished = false;
@@ -219,9 +284,9 @@ generator_result generate(const generator_config& config, const progress_callbac
       if (p->data_length() != half)
         throw status_error(status::unexpected, "EC create returned an invalid result");
 
-      data_1.append({image_bytes, half});
-      data_2.append({image_bytes + half, half});
-      data_p.append({parity_bytes, half});
+      write_slot(data_1, accel::gga_role::data_1, image_bytes, entry);
+      write_slot(data_2, accel::gga_role::data_2, image_bytes + half, entry);
+      write_slot(data_p, accel::gga_role::parity, parity_bytes, entry);
       if (progress) progress(i + 1, count);
     }
     data_1.finish();
@@ -232,7 +297,7 @@ generator_result generate(const generator_config& config, const progress_callbac
     throw;
   }
   stop_engines();
-  return {in.size, count};
+  return {in.size, count, file_blocks, raw_blocks};
 }
 
 }  // namespace zc::sbc_generator

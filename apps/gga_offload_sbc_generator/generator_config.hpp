@@ -1,5 +1,6 @@
-// zcstore_gga_offload_sbc_generator's configuration: the reference's flags (REFERENCE_SPEC §1.5)
-// plus the common ones (-j/--json, log levels), and the checks made before any file is touched.
+// zcstore_gga_offload_sbc_generator's configuration: the reference's flags (REFERENCE_SPEC §1.5),
+// zcstore's --format, the common ones (-j/--json, log levels), and the checks made before any
+// file is touched.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "accel/ec_engine.hpp"
+#include "accel/gga_format.hpp"
 
 namespace zc::sbc_generator {
 
@@ -24,6 +26,9 @@ struct generator_config {
   std::string input;
   uint32_t block_size = 4096;  // B, the initiator's block; each .sbc file holds B/2 per block
   accel::ec_matrix matrix = accel::ec_matrix::vandermonde;
+  // v2 (docs/FORMATS.md §4.3): an entry beside every half, incompressible blocks stored raw, a
+  // label block; v1: the reference's bytes.
+  accel::gga_format format = accel::gga_format::v2;
   std::string data_1;
   std::string data_2;
   std::string data_p;

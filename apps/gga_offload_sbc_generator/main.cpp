@@ -1,5 +1,6 @@
 // zcstore_gga_offload_sbc_generator: a plain file -> the three .sbc files (data_1, data_2,
-// data_p) that the gga offload pipeline's targets start from (REFERENCE_SPEC §1.5, §5.3).
+// data_p) that the gga offload pipeline's targets start from (REFERENCE_SPEC §1.5, §5.3), in
+// the image format v2 of docs/FORMATS.md §4.3 or, with --format v1, the reference's.
 #include <unistd.h>
 
 #include <cstdio>
@@ -46,6 +47,11 @@ int main(int argc, char** argv) {
     }
     std::printf("Output info:\n\tBlock size: %u\n\tOut block count: %u\n", config.block_size,
                 result.block_count);
+    // v1's lines are the reference's; v2's .sbc files hold more blocks than the input (the
+    // entries and the label block), and may hold blocks stored raw.
+    if (config.format == accel::gga_format::v2)
+      std::printf("\tFormat: v2\n\tTarget block count: %u\n\tStored raw: %u blocks\n",
+                  result.target_block_count, result.raw_blocks);
     for (const auto* path : {&config.data_1, &config.data_2, &config.data_p})
       std::printf("\t%s created successfully\n", path->c_str());
     return 0;

@@ -1,12 +1,15 @@
-// The byte examples of docs/FORMATS.md §4 are what the engines produce and accept, and what
-// liblz4 and GF(2^8) arithmetic in the test give, so the document cannot drift from the code.
+// The byte examples of docs/FORMATS.md §4 are what the engines and the gga format v2 codec produce
+// and accept, and what liblz4 and GF(2^8) arithmetic in the test give, so the document cannot
+// drift from the code.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
 #include "accel/ec_engine.hpp"
+#include "accel/gga_format.hpp"
 #include "accel/lz4_engine.hpp"
+#include "core/crc32c.hpp"
 #include "core/progress_engine.hpp"
 #include "unit/accel/accel_test_support.hpp"
 #include "unit/storage/hex.hpp"
@@ -114,6 +117,73 @@ TEST(accel_formats_doc, gga_parity_examples_match_gf_arithmetic_and_the_engine) 
   pe.progress();
   EXPECT_EQ(test::buffers::data_of(rebuilt), d2);
   ec.stop();
+}
+
+// §4.3: the example entry is what encode_gga_entry writes for its fields, and decodes back.
+TEST(accel_formats_doc, gga_entry_example_matches_the_codec) {
+  const auto bytes = doc_example("gga_entry");
+  ASSERT_EQ(bytes.size(), gga_entry_size);
+  const uint32_t crc = core::crc32c(example_block());
+  EXPECT_EQ(crc, 0x71A92EA3u);
+  const gga_entry e{0x0000000100000002ull, crc, gga_stored_as::lz4, gga_role::data_1};
+  std::array<uint8_t, gga_entry_size> encoded{};
+  encode_gga_entry(e, encoded);
+  EXPECT_EQ(std::vector<uint8_t>(encoded.begin(), encoded.end()), bytes);
+  gga_entry back;
+  ASSERT_EQ(decode_gga_entry(std::span<const uint8_t, gga_entry_size>(bytes.data(), gga_entry_size),
+                             gga_role::data_1, back),
+            status::success);
+  EXPECT_EQ(back, e);
+}
+
+// §4.3: the three slots of the §4.1 example block are the codec's layout of its image halves and
+// Vandermonde parity with generation-1 entries; every pair of them reads back as one LZ4 write
+// whose halves are the image, and the .sbc header holds the slot and the label block.
+TEST(accel_formats_doc, gga_v2_slot_examples_are_the_layout_of_the_example_block) {
+  const auto layout = gga_slot_layout::of(gga_format::v2, 32);
+  ASSERT_EQ(layout.slot(), 48u);
+  const auto image = doc_example("gga_block_image");
+  const auto parity = doc_example("gga_parity_vandermonde");
+  ASSERT_EQ(image.size(), 64u);
+  ASSERT_EQ(parity.size(), 32u);
+  const uint32_t crc = core::crc32c(example_block());
+  const std::pair<gga_role, std::vector<uint8_t>> slots[] = {
+      {gga_role::data_1, doc_example("gga_v2_slot_data_1")},
+      {gga_role::data_2, doc_example("gga_v2_slot_data_2")},
+      {gga_role::parity, doc_example("gga_v2_slot_parity")}};
+  const uint8_t* halves[] = {image.data(), image.data() + 32, parity.data()};
+  gga_entry entries[3];
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& [role, doc] = slots[i];
+    SCOPED_TRACE(testing::Message() << "role " << int(role));
+    ASSERT_EQ(doc.size(), layout.slot());
+    std::vector<uint8_t> built(layout.slot(), 0);
+    encode_gga_entry(
+        {1, crc, gga_stored_as::lz4, role},
+        std::span<uint8_t, gga_entry_size>(built.data() + layout.entry_at(role), gga_entry_size));
+    std::copy_n(halves[i], layout.half, built.begin() + layout.half_at(role));
+    EXPECT_EQ(built, doc);
+    ASSERT_EQ(decode_gga_entry(std::span<const uint8_t, gga_entry_size>(
+                                   doc.data() + layout.entry_at(role), gga_entry_size),
+                               role, entries[i]),
+              status::success);
+  }
+  EXPECT_EQ(judge_gga_pair(entries[0], entries[1]), gga_pair_verdict::lz4);
+  EXPECT_EQ(judge_gga_pair(entries[0], entries[2]), gga_pair_verdict::lz4);
+  EXPECT_EQ(judge_gga_pair(entries[1], entries[2]), gga_pair_verdict::lz4);
+  // data_1's slot followed by data_2's: e1 | D1 | D2 | e2, the image contiguous in the middle.
+  std::vector<uint8_t> chunk = slots[0].second;
+  chunk.insert(chunk.end(), slots[1].second.begin(), slots[1].second.end());
+  EXPECT_EQ(std::vector<uint8_t>(chunk.begin() + gga_entry_size, chunk.end() - gga_entry_size),
+            image);
+
+  // magic, block_size H, block_count target_blocks_for(1): one slot, then the label block.
+  const auto header = doc_example("gga_v2_sbc_header");
+  ASSERT_EQ(header.size(), 16u);
+  EXPECT_EQ(layout.target_blocks_for(1), 3u);
+  const std::vector<uint8_t> expected{0xDE, 0xAD, 0xF0, 0x0D, 0x13, 0x37, 0xFA, 0xDE,
+                                      0,    0,    0,    32,   0,    0,    0,    3};
+  EXPECT_EQ(header, expected);
 }
 
 }  // namespace
