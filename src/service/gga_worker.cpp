@@ -151,6 +151,9 @@ class gga_worker::io_path final : public core::event_source {
   }
   static uint64_t index_of(const core::task_base& t) noexcept { return t.get_user_data().u64; }
   void note_error(const char* what, status s) noexcept;
+  // A bad slot found by a v2 read: logged (the first at warning level), not an error of the
+  // host's IO, which the stripe's other pair may still serve.
+  void note_fault(const char* what, status s) noexcept;
 
   // Host side.
   void post_host_receive(transaction& t) noexcept;
@@ -233,6 +236,7 @@ class gga_worker::io_path final : public core::event_source {
   uint8_t suspects_ = 0;                    // targets to be marked lost by the next poll()
   std::atomic<uint8_t> lost_published_{0};  // lost_, for the control thread
   bool error_logged_ = false;
+  bool fault_logged_ = false;
   std::unique_ptr<core::memory_map> messages_;
   core::buffer_inventory inventory_;
   std::vector<transaction> txns_;
@@ -385,7 +389,7 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                                return;
                                              }
                                              // Another pair of the stripe may give it.
-                                             note_error("bad block image from storage", why);
+                                             note_fault("bad block image from storage", why);
                                              settle_read(t);
                                            }});
   ec_ = std::make_unique<accel::ec_engine>(
@@ -555,6 +559,18 @@ void gga_worker::io_path::note_error(const char* what, status s) noexcept {
   if (!error_logged_) {
     error_logged_ = true;
     ZC_LOG_ERROR("worker {}: {}: {} (later errors are only counted)", cpu_, what, status_name(s));
+  } else {
+    ZC_LOG_DEBUG("worker {}: {}: {}", cpu_, what, status_name(s));
+  }
+}
+
+void gga_worker::io_path::note_fault(const char* what, status s) noexcept {
+  if (!fault_logged_) {
+    fault_logged_ = true;
+    ZC_LOG_WARN(
+        "worker {}: {}: {}; the stripe's other slots serve the block (later ones are "
+        "only counted)",
+        cpu_, what, status_name(s));
   } else {
     ZC_LOG_DEBUG("worker {}: {}: {}", cpu_, what, status_name(s));
   }
@@ -897,7 +913,7 @@ bool gga_worker::io_path::try_pair(transaction& t, uint32_t left_out) noexcept {
     const uint32_t a = left_out == 0 ? 1 : 0, b = left_out == gga_data_p ? 1 : 2;
     accel::gga_entry ea, eb;
     if (!ok(entry_of(a, ea)) || !ok(entry_of(b, eb))) {
-      note_error("damaged block entry in a slot", status::invalid_value);
+      note_fault("damaged block entry in a slot", status::invalid_value);
       return false;
     }
     t.verdict = accel::judge_gga_pair(ea, eb);
@@ -972,7 +988,7 @@ void gga_worker::io_path::check_block(transaction& t) noexcept {
     return;
   }
   if (core::crc32c({host_block(t), block_size()}) != t.entry.crc) {
-    note_error("block does not match its checksum", status::io_failed);
+    note_fault("block does not match its checksum", status::io_failed);
     settle_read(t);
     return;
   }

@@ -29,6 +29,49 @@ TEST(gga_layout, geometry_that_cannot_be_doubled_is_refused) {
   EXPECT_THROW(double_geometry(UINT64_MAX - (UINT64_MAX % 4096), 4096), status_error);
 }
 
+TEST(gga_layout, format_v2_gives_the_host_the_blocks_that_fit_the_slots) {
+  // 66 target blocks of 4096: the last is the label's, 65 * 4096 / 4112 = 64.7 slots.
+  const gga_geometry g = double_geometry(4096 * 66, 4096, accel::gga_format::v2);
+  EXPECT_EQ(g.block_size, 8192u);
+  EXPECT_EQ(g.blocks(), 64u);
+  EXPECT_EQ(g.capacity, 64u * 8192);
+  EXPECT_EQ(g.slots().slot(), 4112u);
+  EXPECT_TRUE(g.verified());
+  EXPECT_FALSE(double_geometry(4096 * 66, 4096).verified());
+  // Next to the label, one block of H cannot hold a slot of H + 16; two can.
+  EXPECT_THROW(double_geometry(4096 * 2, 4096, accel::gga_format::v2), status_error);
+  EXPECT_EQ(double_geometry(4096 * 3, 4096, accel::gga_format::v2).blocks(), 1u);
+}
+
+TEST(gga_layout, v2_chunk_holds_the_three_slots_as_the_targets_store_them) {
+  const gga_chunk_layout c{8192, 16};
+  // e1 | D1 D2 | e2   ep | P: the image D1|D2 contiguous.
+  EXPECT_EQ(c.entry_at(0), 0u);
+  EXPECT_EQ(c.d1(), 16u);
+  EXPECT_EQ(c.image(), 16u);
+  EXPECT_EQ(c.slot_at(1), 4112u);
+  EXPECT_EQ(c.d2(), 4112u);
+  EXPECT_EQ(c.entry_at(1), 8208u);
+  EXPECT_EQ(c.slot_at(2), 8224u);
+  EXPECT_EQ(c.entry_at(2), 8224u);
+  EXPECT_EQ(c.parity(), 8240u);
+  EXPECT_EQ(c.size(), 3u * 4112);
+  const gga_geometry g{8192 * 16, 8192, 16};
+  auto p = plan_host_io(g, 8192 * 16, 8192 * 2, 0, 8192 * 3);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->target_offset, 3u * 4112);  // (storage_offset / B) * S
+}
+
+TEST(gga_layout, write_generations_only_grow) {
+  uint64_t last = gga_next_generation();
+  EXPECT_GT(last, uint64_t(1) << 60);  // nanoseconds since 1970: far past 2^60 today
+  for (int i = 0; i < 1000; ++i) {
+    const uint64_t g = gga_next_generation();
+    ASSERT_GT(g, last);
+    last = g;
+  }
+}
+
 TEST(gga_layout, chunk_is_d1_d2_parity_in_one_and_a_half_blocks) {
   const gga_chunk_layout c{8192};
   EXPECT_EQ(c.d1(), 0u);
@@ -96,15 +139,24 @@ message query_answer(uint64_t capacity, uint32_t block) {
 
 TEST(gga_session, three_matching_targets_give_the_doubled_geometry) {
   const auto g = agree_geometry(
-      {query_answer(1 << 20, 4096), query_answer(1 << 20, 4096), query_answer(1 << 20, 4096)});
+      {query_answer(1 << 20, 4096), query_answer(1 << 20, 4096), query_answer(1 << 20, 4096)},
+      accel::gga_format::v1);
   EXPECT_EQ(g.capacity, 2u << 20);
   EXPECT_EQ(g.block_size, 8192u);
+  // v2: 256 target blocks of 4096 hold floor(255 * 4096 / 4112) = 254 slots.
+  const auto g2 = agree_geometry(
+      {query_answer(1 << 20, 4096), query_answer(1 << 20, 4096), query_answer(1 << 20, 4096)},
+      accel::gga_format::v2);
+  EXPECT_EQ(g2.capacity, 254u * 8192);
+  EXPECT_EQ(g2.block_size, 8192u);
+  EXPECT_EQ(g2.entry, accel::gga_entry_size);
 }
 
 TEST(gga_session, mismatched_targets_are_refused_with_the_reference_texts) {
   try {
     agree_geometry(
-        {query_answer(1 << 20, 4096), query_answer(1 << 21, 4096), query_answer(1 << 20, 4096)});
+        {query_answer(1 << 20, 4096), query_answer(1 << 21, 4096), query_answer(1 << 20, 4096)},
+        accel::gga_format::v2);
     FAIL();
   } catch (const status_error& e) {
     EXPECT_EQ(e.code(), status::bad_state);
@@ -112,7 +164,8 @@ TEST(gga_session, mismatched_targets_are_refused_with_the_reference_texts) {
   }
   try {
     agree_geometry(
-        {query_answer(1 << 20, 4096), query_answer(1 << 20, 4096), query_answer(1 << 20, 2048)});
+        {query_answer(1 << 20, 4096), query_answer(1 << 20, 4096), query_answer(1 << 20, 2048)},
+        accel::gga_format::v2);
     FAIL();
   } catch (const status_error& e) {
     EXPECT_EQ(e.code(), status::bad_state);
@@ -125,7 +178,8 @@ TEST(gga_session, a_target_error_or_wrong_answer_is_passed_on) {
     agree_geometry({query_answer(1 << 20, 4096),
                     {message_type::error_response, 0, 0,
                      storage::error_response_payload{status::io_failed, "disk on fire"}},
-                    query_answer(1 << 20, 4096)});
+                    query_answer(1 << 20, 4096)},
+                   accel::gga_format::v2);
     FAIL();
   } catch (const status_error& e) {
     EXPECT_EQ(e.code(), status::io_failed);
@@ -134,7 +188,8 @@ TEST(gga_session, a_target_error_or_wrong_answer_is_passed_on) {
   try {
     agree_geometry({query_answer(1 << 20, 4096),
                     {message_type::start_storage_response, 0, 0, storage::empty_payload{}},
-                    query_answer(1 << 20, 4096)});
+                    query_answer(1 << 20, 4096)},
+                   accel::gga_format::v2);
     FAIL();
   } catch (const status_error& e) {
     EXPECT_EQ(e.code(), status::unexpected);
