@@ -19,6 +19,7 @@
 #include "core/crc32c.hpp"
 #include "core/memory_map.hpp"
 #include "core/progress_engine.hpp"
+#include "core/random.hpp"
 #include "storage/sbc_file.hpp"
 #include "storage/unique_fd.hpp"
 
@@ -103,8 +104,8 @@ void refuse_overwriting_input(const generator_config& config, const input_file& 
 }
 
 // One target's .sbc content as a stream of slots (S bytes each, S = H in v1), cut into the H-byte
-// blocks sbc_writer takes; finish() fills the rest of the declared blocks (the slots' tail and the
-// label block) with zeros.
+// blocks sbc_writer takes; finish() fills the rest of the declared blocks with zeros, the label
+// (v2) at the start of the last one.
 class slot_stream {
  public:
   slot_stream(const std::string& path, uint32_t half, uint32_t target_blocks)
@@ -117,9 +118,12 @@ class slot_stream {
     for (; pending_.size() - at >= half_; at += half_) out_.append({pending_.data() + at, half_});
     pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(at));
   }
-  void finish() {
+  void finish(std::span<const uint8_t> label = {}) {
     pending_.resize(half_, 0);
     while (out_.blocks_written() < target_blocks_) {
+      // The slots end before the label block (gga_slot_layout::target_blocks_for).
+      if (!label.empty() && out_.blocks_written() + 1 == target_blocks_)
+        std::memcpy(pending_.data(), label.data(), label.size());
       out_.append(pending_);
       std::fill(pending_.begin(), pending_.end(), 0);
     }
@@ -289,9 +293,24 @@ generator_result generate(const generator_config& config, const progress_callbac
       write_slot(data_p, accel::gga_role::parity, parity_bytes, entry);
       if (progress) progress(i + 1, count);
     }
-    data_1.finish();
-    data_2.finish();
-    data_p.finish();
+    if (v2) {
+      // One volume: a fresh id, each target's role (FORMATS.md §4.3).
+      accel::gga_label label{.matrix = static_cast<uint8_t>(config.matrix),
+                             .half = half,
+                             .blocks = count,
+                             .volume = core::random_nonzero_u64()};
+      std::array<uint8_t, accel::gga_label_size> bytes{};
+      slot_stream* outs[] = {&data_1, &data_2, &data_p};
+      for (uint32_t r = 0; r < accel::gga_role_count; ++r) {
+        label.role = accel::gga_role(r);
+        accel::encode_gga_label(label, bytes);
+        outs[r]->finish(bytes);
+      }
+    } else {
+      data_1.finish();
+      data_2.finish();
+      data_p.finish();
+    }
   } catch (...) {
     stop_engines();
     throw;

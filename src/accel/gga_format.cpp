@@ -62,6 +62,47 @@ gga_pair_verdict judge_gga_pair(const gga_entry& a, const gga_entry& b) noexcept
   return a.stored_as == gga_stored_as::lz4 ? gga_pair_verdict::lz4 : gga_pair_verdict::raw;
 }
 
+namespace {
+constexpr uint8_t label_magic[4] = {'Z', 'C', 'G', '2'};
+constexpr uint8_t label_version = 1;
+constexpr size_t label_crc_at = 12;
+
+uint32_t label_crc(const uint8_t* p) noexcept {
+  uint8_t copy[gga_label_size];
+  std::memcpy(copy, p, gga_label_size);
+  std::memset(copy + label_crc_at, 0, 4);
+  return core::crc32c({copy, gga_label_size});
+}
+}  // namespace
+
+void encode_gga_label(const gga_label& l, std::span<uint8_t, gga_label_size> out) noexcept {
+  uint8_t* p = out.data();
+  std::memcpy(p, label_magic, 4);
+  p[4] = label_version;
+  p[5] = static_cast<uint8_t>(l.role);
+  p[6] = l.matrix;
+  p[7] = 0;
+  store_be32(p + 8, l.half);
+  store_be32(p + label_crc_at, 0);
+  store_be64(p + 16, l.blocks);
+  store_be64(p + 24, l.volume);
+  store_be32(p + label_crc_at, label_crc(p));
+}
+
+gga_label_state decode_gga_label(std::span<const uint8_t, gga_label_size> in,
+                                 gga_label& out) noexcept {
+  const uint8_t* p = in.data();
+  static constexpr uint8_t blank[gga_label_size] = {};
+  if (std::memcmp(p, blank, gga_label_size) == 0) return gga_label_state::blank;
+  if (std::memcmp(p, label_magic, 4) != 0 || p[4] != label_version || p[7] != 0 ||
+      load_be32(p + label_crc_at) != label_crc(p) || p[5] >= gga_role_count || p[6] > 1)
+    return gga_label_state::foreign;
+  const gga_label l{gga_role(p[5]), p[6], load_be32(p + 8), load_be64(p + 16), load_be64(p + 24)};
+  if (l.half == 0 || l.volume == 0) return gga_label_state::foreign;
+  out = l;
+  return gga_label_state::valid;
+}
+
 uint64_t gga_slot_layout::blocks_in(uint64_t target_blocks) const noexcept {
   if (half == 0) return 0;
   if (entry == 0) return target_blocks;

@@ -64,6 +64,33 @@ enum class gga_pair_verdict : uint8_t {
 };
 gga_pair_verdict judge_gga_pair(const gga_entry& a, const gga_entry& b) noexcept;
 
+// The volume label (v2) at the start of the last H-block of each target: which volume the target
+// belongs to and which half of every block it holds, so that a service given the targets in
+// another order, another volume's target or the other EC matrix refuses to start, and a blank
+// target is known for a replacement. 32 bytes, big-endian: "ZCG2", version 1, role, matrix
+// (0 vandermonde, 1 cauchy), 0; H (u32); crc32c of the 32 bytes with this field 0 (u32);
+// blocks n (u64); volume id (u64, never 0).
+inline constexpr uint32_t gga_label_size = 32;
+
+struct gga_label {
+  gga_role role = gga_role::data_1;
+  uint8_t matrix = 0;  // ec_matrix's value
+  uint32_t half = 0;
+  uint64_t blocks = 0;
+  uint64_t volume = 0;
+  bool operator==(const gga_label&) const = default;
+};
+
+enum class gga_label_state : uint8_t {
+  blank,    // all zero: never labelled (a new volume, or a blank replacement)
+  valid,    // a label, decoded
+  foreign,  // something else: not a v2 gga target (v1 images, another store's data, damage)
+};
+
+void encode_gga_label(const gga_label& l, std::span<uint8_t, gga_label_size> out) noexcept;
+gga_label_state decode_gga_label(std::span<const uint8_t, gga_label_size> in,
+                                 gga_label& out) noexcept;
+
 // The per-target arithmetic of one format.
 struct gga_slot_layout {
   uint32_t half = 0;   // H
@@ -80,6 +107,10 @@ struct gga_slot_layout {
   uint64_t blocks_in(uint64_t target_blocks) const noexcept;
   // H-blocks a target needs for `blocks` logical blocks (the label block included in v2).
   uint64_t target_blocks_for(uint64_t blocks) const noexcept;
+  // Byte offset of the label on a target of `target_blocks` H-blocks (v2).
+  uint64_t label_at(uint64_t target_blocks) const noexcept {
+    return target_blocks == 0 ? 0 : (target_blocks - 1) * half;
+  }
 };
 
 }  // namespace zc::accel

@@ -33,7 +33,8 @@ gga_geometry double_geometry(uint64_t target_capacity, uint32_t target_block_siz
                                    "(at least {} blocks of {} bytes are needed)",
                                    target_capacity, target_block_size * 2,
                                    slots.target_blocks_for(1), target_block_size));
-  return {blocks * target_block_size * 2, target_block_size * 2, slots.entry};
+  return {blocks * target_block_size * 2, target_block_size * 2, slots.entry,
+          slots.label_at(target_capacity / target_block_size)};
 }
 
 uint64_t gga_next_generation() noexcept {

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "core/log.hpp"
+#include "core/random.hpp"
 #include "service/worker_connections.hpp"
 
 namespace zc::service {
@@ -157,6 +158,7 @@ message gga_session::on_start(const message& request) {
   fan_out(request, message_type::start_storage_request, storage::empty_payload{},
           message_type::start_storage_response, error);
   if (error) return *error;
+  if (options_.format == accel::gga_format::v2) check_volume();
   workers_.start(client_, options_.control_timeout);
   ZC_LOG_INFO("data path started on {} workers", workers_.size());
   return storage::make_response(request, message_type::start_storage_response);
@@ -191,6 +193,86 @@ message gga_session::on_shutdown(const message& request) {
   teardown();
   if (error) return *error;
   return storage::make_response(request, message_type::shutdown_response);
+}
+
+// The three targets' volume labels (FORMATS.md §4.3), read through the first worker before any
+// host IO: each must be blank or a label of this volume, in its place, with this matrix and
+// geometry; blank ones are labelled (a new volume, or replacements).
+void gga_session::check_volume() {
+  static constexpr const char* role_names[] = {"data 1", "data 2", "parity"};
+  gga_worker& worker = **workers_.begin();
+  const auto deadline = core::steady_clock::now() + 2 * options_.control_timeout;
+  const auto got = worker.label_io(false, {}, 0b111, deadline);
+  std::array<accel::gga_label, gga_target_count> labels{};
+  std::optional<accel::gga_label> volume;
+  uint8_t blank = 0;
+  for (uint32_t k = 0; k < gga_target_count; ++k) {
+    const std::string name = targets_.name(k);
+    if (!got[k])
+      throw status_error(
+          status::not_connected,
+          fmt::format("storage {} did not answer the read of its volume label", name));
+    const auto state = accel::decode_gga_label(*got[k], labels[k]);
+    if (state == accel::gga_label_state::blank) {
+      blank = static_cast<uint8_t>(blank | (1u << k));
+      continue;
+    }
+    const accel::gga_label& l = labels[k];
+    if (state == accel::gga_label_state::foreign)
+      throw status_error(status::invalid_value,
+                         fmt::format("storage {}: its last block holds no gga volume label: not "
+                                     "a format v2 volume (the reference's images need "
+                                     "--gga-format v1)",
+                                     name));
+    if (l.role != accel::gga_role(k))
+      throw status_error(status::invalid_value,
+                         fmt::format("storage {} holds the {} halves of volume {:016x}, not the "
+                                     "{} halves: are the targets given in another order?",
+                                     name, role_names[uint32_t(l.role)], l.volume, role_names[k]));
+    if (l.matrix != static_cast<uint8_t>(options_.matrix))
+      throw status_error(
+          status::invalid_value,
+          fmt::format("storage {}: volume {:016x} was written with the {} matrix, and this "
+                      "service has --matrix-type {}",
+                      name, l.volume, accel::to_string(accel::ec_matrix(l.matrix)),
+                      accel::to_string(options_.matrix)));
+    if (l.half != geometry_->half() || l.blocks != geometry_->blocks())
+      throw status_error(status::invalid_value,
+                         fmt::format("storage {}: volume {:016x} has {} blocks of {} bytes, the "
+                                     "targets now give {} blocks of {}",
+                                     name, l.volume, l.blocks, l.half * 2, geometry_->blocks(),
+                                     geometry_->block_size));
+    if (volume && volume->volume != l.volume)
+      throw status_error(status::invalid_value,
+                         fmt::format("storage {} belongs to volume {:016x}, the others to volume "
+                                     "{:016x}: targets of two volumes",
+                                     name, l.volume, volume->volume));
+    volume = l;
+  }
+  if (blank == 0) {
+    ZC_LOG_INFO("volume {:016x}: three targets in place", volume->volume);
+    return;
+  }
+  const uint64_t id = volume ? volume->volume : core::random_nonzero_u64();
+  std::array<gga_worker::label_bytes, gga_target_count> bytes{};
+  for (uint32_t k = 0; k < gga_target_count; ++k)
+    accel::encode_gga_label({accel::gga_role(k), static_cast<uint8_t>(options_.matrix),
+                             geometry_->half(), geometry_->blocks(), id},
+                            bytes[k]);
+  const auto written = worker.label_io(true, bytes, blank, deadline);
+  for (uint32_t k = 0; k < gga_target_count; ++k) {
+    if ((blank & (1u << k)) == 0) continue;
+    if (!written[k])
+      throw status_error(
+          status::io_failed,
+          fmt::format("storage {}: its volume label could not be written", targets_.name(k)));
+    if (volume)
+      ZC_LOG_WARN(
+          "storage {} is blank: it joins volume {:016x} as the {} target; each half it "
+          "lacks is rebuilt from the other two when its block is read",
+          targets_.name(k), id, role_names[k]);
+  }
+  if (!volume) ZC_LOG_INFO("volume {:016x}: a new volume on three blank targets", id);
 }
 
 void gga_session::check_health() {

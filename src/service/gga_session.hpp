@@ -79,6 +79,7 @@ class gga_session final : public request_handler {
   // Finds targets lost since the last look (a control connection failed, or a worker lost one)
   // and degrades the session for each; throws session_lost when that is not possible.
   void notice_lost_targets();
+  void check_volume();
   void degrade(size_t target, const std::string& why);
   void stop_workers() noexcept;
   void teardown() noexcept;

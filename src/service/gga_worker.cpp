@@ -44,6 +44,7 @@ constexpr uint32_t messages_per_transaction = 1 + 2 * gga_target_count;
 
 class gga_worker::io_path final : public core::event_source {
  public:
+  using label_bytes = gga_worker::label_bytes;
   io_path(uint32_t cpu, core::progress_engine& engine, const core::device& device,
           comch::connection& conn, uint32_t transactions, const gga_worker_config& config);
   ~io_path() override;
@@ -55,7 +56,16 @@ class gga_worker::io_path final : public core::event_source {
   void connect(uint32_t target, storage::rdma_role role, std::span<const uint8_t> blob);
   bool ready() const noexcept;
   void start_serving(uint32_t host_consumer);
-  void stop_serving() noexcept { serving_ = false; }
+  // The targets' rdma connections are up (what label IO needs).
+  bool storage_ready() const noexcept;
+  bool begin_label_io(bool write, const std::array<label_bytes, gga_target_count>& labels,
+                      uint8_t targets) noexcept;
+  bool label_io_done() const noexcept { return !label_pending_; }
+  std::array<std::optional<label_bytes>, gga_target_count> label_io_result() const;
+  void stop_serving() noexcept {
+    serving_ = false;
+    storage_armed_ = false;
+  }
   uint32_t in_flight() const noexcept { return in_flight_; }
   void stop_rdma() noexcept {
     for (auto& c : control_) (void)c->stop();
@@ -96,7 +106,7 @@ class gga_worker::io_path final : public core::event_source {
   }
 
  private:
-  enum class operation : uint8_t { none, read, write, flush };
+  enum class operation : uint8_t { none, read, write, flush, label };
   // One host IO in flight: its request buffer (answered in place), its chunk, its progress.
   struct transaction {
     core::buffer* host_message = nullptr;
@@ -197,6 +207,8 @@ class gga_worker::io_path final : public core::event_source {
   }
   void fail(transaction& t, const char* what, status why) noexcept;
   void post_response_receive(uint32_t target, response_slot& s) noexcept;
+  // Posts every response receive once (label IO comes before start_serving).
+  void arm_storage() noexcept;
   // Degraded mode: a target that failed (its rdma connection, a send, a receive) or did not
   // answer in time is suspected at once, from any callback; poll() then marks it lost for good,
   // fences it (stops both its contexts) and settles the transactions that waited for it.
@@ -236,6 +248,9 @@ class gga_worker::io_path final : public core::event_source {
   uint8_t suspects_ = 0;                    // targets to be marked lost by the next poll()
   std::atomic<uint8_t> lost_published_{0};  // lost_, for the control thread
   bool error_logged_ = false;
+  bool storage_armed_ = false;  // response receives posted
+  bool label_pending_ = false;  // a label IO in transaction 0
+  uint8_t label_answered_ = 0;  // its targets that answered with success
   bool fault_logged_ = false;
   std::unique_ptr<core::memory_map> messages_;
   core::buffer_inventory inventory_;
@@ -549,9 +564,62 @@ bool gga_worker::io_path::ready() const noexcept {
 void gga_worker::io_path::start_serving(uint32_t host_consumer) {
   for (auto& t : txns_) t.reply->set(*t.host_message, host_consumer);
   serving_ = true;
+  arm_storage();
+  for (auto& t : txns_) post_host_receive(t);
+}
+
+void gga_worker::io_path::arm_storage() noexcept {
+  if (storage_armed_) return;
+  storage_armed_ = true;
   for (uint32_t k = 0; k < gga_target_count; ++k)
     for (auto& r : responses_[k]) post_response_receive(k, r);
-  for (auto& t : txns_) post_host_receive(t);
+}
+
+bool gga_worker::io_path::storage_ready() const noexcept {
+  for (uint32_t k = 0; k < gga_target_count; ++k)
+    if (control_[k]->state() != core::context_state::running ||
+        data_[k]->state() != core::context_state::running)
+      return false;
+  return true;
+}
+
+// In transaction 0's chunk, each target's label in the place of its slot; settled by settle().
+bool gga_worker::io_path::begin_label_io(bool write,
+                                         const std::array<label_bytes, gga_target_count>& labels,
+                                         uint8_t targets) noexcept {
+  transaction& t = txns_[0];
+  if (serving_ || label_pending_ || t.op != operation::none) return false;
+  arm_storage();
+  t.op = operation::label;
+  t.result = status::success;
+  t.sending = 0;
+  t.awaiting = 0;
+  label_pending_ = true;
+  label_answered_ = 0;
+  ++in_flight_;  // deadlines are swept while something is in flight
+  begin_step(t);
+  for (uint32_t k = 0; k < gga_target_count; ++k) {
+    if ((targets & (1u << k)) == 0 || is_lost(k)) continue;
+    if (write) std::memcpy(t.chunk + layout_.slot_at(k), labels[k].data(), labels[k].size());
+    issue(t, k, write ? io_message_type::write : io_message_type::read, accel::gga_label_size,
+          layout_.slot_at(k), config_.geometry.label_at);
+  }
+  t.issuing = false;
+  settle(t);
+  return true;
+}
+
+std::array<std::optional<gga_worker::label_bytes>, gga_target_count>
+gga_worker::io_path::label_io_result() const {
+  std::array<std::optional<label_bytes>, gga_target_count> out;
+  const uint8_t* chunk = txns_[0].chunk;
+  for (uint32_t k = 0; k < gga_target_count; ++k) {
+    if ((label_answered_ & (1u << k)) == 0) continue;
+    label_bytes b{};
+    std::memcpy(b.data(), chunk + layout_.slot_at(k), b.size());
+    out[k] = b;
+  }
+  return out;
 }
 
 void gga_worker::io_path::note_error(const char* what, status s) noexcept {
@@ -811,7 +879,7 @@ void gga_worker::io_path::on_storage_response(uint32_t target, uint32_t slot) no
 
 void gga_worker::io_path::post_response_receive(uint32_t target, response_slot& s) noexcept {
   (void)s.message->set_data(s.message->head(), 0);
-  if (!serving_) return;
+  if (!storage_armed_) return;
   if (status r = control_[target]->submit(*s.receive); !ok(r))
     note_error("cannot post rdma receive", r);
 }
@@ -819,6 +887,15 @@ void gga_worker::io_path::post_response_receive(uint32_t target, response_slot& 
 // Every send and response of this step is in: on to the codec, or the next block.
 void gga_worker::io_path::settle(transaction& t) noexcept {
   if (t.issuing || t.sending != 0 || t.awaiting != 0) return;
+  if (t.op == operation::label) {
+    // Not the host's: no reply. What answered is in the chunk.
+    label_answered_ = t.answered;
+    label_pending_ = false;
+    t.op = operation::none;
+    t.result = status::success;
+    --in_flight_;
+    return;
+  }
   if (!ok(t.result)) {
     note_error("storage request failed", t.result);
     finish(t, t.result);
@@ -1303,6 +1380,26 @@ uint8_t gga_worker::lost_targets() const noexcept {
 
 void gga_worker::lose_target(uint32_t target) {
   host_.call([target](io_path& io) { io.lose_target(target); });
+}
+
+std::array<std::optional<gga_worker::label_bytes>, gga_target_count> gga_worker::label_io(
+    bool write, const std::array<label_bytes, gga_target_count>& labels, uint8_t targets,
+    core::steady_clock::time_point deadline) {
+  if (!host_.wait_for([](io_path& io) { return io.storage_ready(); }, deadline))
+    throw status_error(status::time_out,
+                       fmt::format("worker on cpu {}: the storage targets' rdma connections are "
+                                   "not up",
+                                   cpu_));
+  if (!host_.call([write, labels, targets](io_path& io) {
+        return io.begin_label_io(write, labels, targets);
+      }))
+    throw status_error(status::bad_state, "volume label IO while the data path runs");
+  // The step's own deadline (the storage timeout) settles it first when a target is silent.
+  (void)host_.wait_for([](io_path& io) { return io.label_io_done(); }, deadline);
+  return host_.call([](io_path& io) {
+    if (!io.label_io_done()) return std::array<std::optional<label_bytes>, gga_target_count>{};
+    return io.label_io_result();
+  });
 }
 
 gga_worker_stats gga_worker::stats() {

@@ -12,12 +12,15 @@
 // work on the worker's thread with a bound.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "accel/ec_engine.hpp"
+#include "accel/gga_format.hpp"
 #include "comch/connection.hpp"
 #include "core/device.hpp"
 #include "core/memory_map.hpp"
@@ -89,6 +92,16 @@ class gga_worker {
   // Tells the worker that `target` is gone (its control connection failed): it is fenced and
   // the worker serves degraded from its next pass.
   void lose_target(uint32_t target);
+
+  // Format v2 volume labels (FORMATS.md §4.3), before the data path starts: reads the label of
+  // every target in `targets` (bit per gga_target), or writes labels[k] to them; waits until
+  // `deadline`. Returns, per target, the label's bytes (a write: the bytes written) when that
+  // target answered with success, nullopt when it did not. Throws status_error(time_out) when the
+  // targets' rdma connections were not up in time.
+  using label_bytes = std::array<uint8_t, accel::gga_label_size>;
+  std::array<std::optional<label_bytes>, gga_target_count> label_io(
+      bool write, const std::array<label_bytes, gga_target_count>& labels, uint8_t targets,
+      core::steady_clock::time_point deadline);
 
  private:
   uint32_t cpu_;

@@ -61,6 +61,12 @@ class worker_host {
   bool ready() {
     return call([](IoPath& io) { return io.ready(); });
   }
+  // Until `deadline`: pred(io) holds, evaluated on the engine thread as it runs (no polling here).
+  template <typename Pred>
+  bool wait_for(Pred pred, core::steady_clock::time_point deadline) {
+    IoPath* io = io_.get();
+    return thread_.wait_until([io, pred] { return pred(*io); }, remaining(deadline));
+  }
   void start_data_path(uint32_t host_consumer_id) {
     call([host_consumer_id](IoPath& io) { io.start_serving(host_consumer_id); });
   }

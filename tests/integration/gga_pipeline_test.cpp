@@ -11,6 +11,7 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "accel/gga_format.hpp"
 #include "integration/comch_host.hpp"
@@ -147,7 +148,7 @@ class gga_pipeline {
                                   "--control-timeout",
                                   std::to_string(control_timeout_s),
                                   "--gga-format",
-                                  options_.format};
+                                  service_format_.empty() ? options_.format : service_format_};
     const std::array<const char*, 3> flags{"--data-1-storage", "--data-2-storage",
                                            "--data-p-storage"};
     for (size_t i = 0; i < 3; ++i) {
@@ -185,6 +186,8 @@ class gga_pipeline {
   // The service's --matrix-type when it differs from the generator's.
   void set_service_matrix(std::string m) { service_matrix_ = std::move(m); }
   void set_recovery_every_n(uint64_t n) { options_.recovery_every_n = n; }
+  // The service's --gga-format when it differs from the generator's --format.
+  void set_service_format(std::string f) { service_format_ = std::move(f); }
 
   std::string all_output() const {
     std::string out = generator_output_;
@@ -205,6 +208,7 @@ class gga_pipeline {
   std::array<uint16_t, 3> ports_{};
   std::string generator_output_;
   std::string service_matrix_;
+  std::string service_format_;
 };
 
 // Every process ends its session and exits 0; the initiator counted every IO.
@@ -732,8 +736,9 @@ TEST_P(torn_write, reads_the_whole_old_or_the_whole_new_block_on_every_path) {
   constexpr uint32_t b = gga_block_size;
   constexpr uint32_t first_writes = 6;  // blocks 0-5, taken by every target
   gga_options o{.target_flags = {"--keep-serving"}, .service_flags = {"--keep-serving"}};
+  // The first write a blank target takes is its volume label.
   for (size_t k : c.refusing)
-    o.flags_of_target[k] = {"--fail-writes-after", std::to_string(first_writes)};
+    o.flags_of_target[k] = {"--fail-writes-after", std::to_string(first_writes + 1)};
   gga_pipeline p(o);
   ASSERT_TRUE(p.start_targets(false)) << p.all_output();
   ASSERT_TRUE(p.start_service()) << p.all_output();
@@ -835,6 +840,73 @@ TEST(gga_pipeline, two_blank_replacements_do_not_pass_written_blocks_off_as_zero
   ASSERT_EQ(r->view().result(), status::success) << p.all_output();
   EXPECT_EQ(std::vector<char>(h.region().data(), h.region().data() + b), std::vector<char>(b, 0));
 }
+
+// Each target's volume label says which volume and which half it holds: a service given the
+// targets in another order, a target of another volume, another matrix or the reference's images
+// refuses to start, says why, and no IO is served.
+struct identity_case {
+  const char* name;
+  std::function<void(gga_pipeline&)> prepare;  // after the generator ran
+  const char* refusal;
+};
+
+void PrintTo(const identity_case& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class volume_identity : public ::testing::TestWithParam<identity_case> {};
+
+TEST_P(volume_identity, a_mismatched_target_set_is_refused_at_start) {
+  const identity_case& c = GetParam();
+  gga_pipeline p({});
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  ASSERT_TRUE(p.generate(plain)) << p.all_output();
+  c.prepare(p);
+  ASSERT_TRUE(p.start_targets()) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_throughput_test", {"--transaction-count", "8"});
+  const auto code = p.initiator->wait(run_timeout);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_NE(*code, 0) << p.all_output();
+  EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  EXPECT_NE(p.service->output().find(c.refusal), std::string::npos) << p.all_output();
+  EXPECT_EQ(p.service->output().find("| Operation count: 1"), std::string::npos) << p.all_output();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    gga_pipeline, volume_identity,
+    ::testing::Values(identity_case{"swapped_data_targets",
+                                    [](gga_pipeline& p) {
+                                      fs::rename(p.path("d1.sbc"), p.path("swap.sbc"));
+                                      fs::rename(p.path("d2.sbc"), p.path("d1.sbc"));
+                                      fs::rename(p.path("swap.sbc"), p.path("d2.sbc"));
+                                    },
+                                    "are the targets given in another order?"},
+                      identity_case{"a_target_of_another_volume",
+                                    [](gga_pipeline& p) {
+                                      gga_pipeline other({});
+                                      ASSERT_TRUE(other.generate(compressible_content(
+                                          size_t(gga_block_size) * gga_block_count)));
+                                      fs::copy_file(other.path("dp.sbc"), p.path("dp.sbc"),
+                                                    fs::copy_options::overwrite_existing);
+                                    },
+                                    "targets of two volumes"},
+                      identity_case{"another_matrix",
+                                    [](gga_pipeline& p) { p.set_service_matrix("cauchy"); },
+                                    "was written with the vandermonde matrix, and this service has "
+                                    "--matrix-type cauchy"},
+                      identity_case{"the_references_images",
+                                    [](gga_pipeline& p) {
+                                      // v1 images of the same data, read by a v2 service.
+                                      gga_pipeline v1({.format = "v1"});
+                                      ASSERT_TRUE(v1.generate(compressible_content(
+                                          size_t(gga_block_size) * gga_block_count)));
+                                      for (const char* f : {"d1.sbc", "d2.sbc", "dp.sbc"})
+                                        fs::copy_file(v1.path(f), p.path(f),
+                                                      fs::copy_options::overwrite_existing);
+                                    },
+                                    "not a format v2 volume"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 // --json gives the same flags; the configuration printed says what was read.
 TEST(gga_pipeline, flags_can_come_from_a_json_file) {

@@ -218,6 +218,7 @@ void expect_v2_outputs_decode(const gga_sbc_generator& t, const std::vector<uint
   const std::array<accel::gga_role, 3> roles{accel::gga_role::data_1, accel::gga_role::data_2,
                                              accel::gga_role::parity};
   std::array<storage::sbc_content, 3> files;
+  std::array<uint64_t, 3> volumes{};
   for (size_t r = 0; r < 3; ++r) {
     EXPECT_EQ(fs::file_size(paths[r]), storage::sbc_header_size + uint64_t(half) * target_blocks);
     files[r] = storage::read_sbc(paths[r]);
@@ -228,11 +229,32 @@ void expect_v2_outputs_decode(const gga_sbc_generator& t, const std::vector<uint
       ADD_FAILURE() << paths[r] << " cannot hold " << count << " slots";
       return;
     }
-    // After the last slot: zeros up to and including the label block.
+    // After the last slot: zeros up to the label block, which starts with the label.
+    const auto label_at = static_cast<std::ptrdiff_t>(layout.label_at(target_blocks));
     const auto tail = files[r].content.begin() + static_cast<std::ptrdiff_t>(count * layout.slot());
-    EXPECT_TRUE(std::all_of(tail, files[r].content.end(), [](uint8_t b) { return b == 0; }))
+    EXPECT_TRUE(std::all_of(tail, files[r].content.begin() + label_at, [](uint8_t b) {
+      return b == 0;
+    })) << paths[r];
+    EXPECT_TRUE(std::all_of(files[r].content.begin() + label_at + accel::gga_label_size,
+                            files[r].content.end(), [](uint8_t b) { return b == 0; }))
         << paths[r];
+    accel::gga_label label;
+    ASSERT_EQ(
+        accel::decode_gga_label(std::span<const uint8_t, accel::gga_label_size>(
+                                    files[r].content.data() + label_at, accel::gga_label_size),
+                                label),
+        accel::gga_label_state::valid)
+        << paths[r];
+    EXPECT_EQ(label.role, roles[r]);
+    EXPECT_EQ(label.matrix, static_cast<uint8_t>(matrix));
+    EXPECT_EQ(label.half, half);
+    EXPECT_EQ(label.blocks, count);
+    EXPECT_NE(label.volume, 0u);
+    volumes[r] = label.volume;
   }
+  // One volume.
+  EXPECT_EQ(volumes[0], volumes[1]);
+  EXPECT_EQ(volumes[0], volumes[2]);
 
   v2_reader reader(block);
   raw = 0;

@@ -300,3 +300,54 @@ TEST(gga_slot_layout_math, large_targets_do_not_overflow) {
 
 }  // namespace
 }  // namespace zc::accel
+
+namespace zc::accel {
+namespace {
+
+TEST(gga_label_codec, round_trips_and_blank_is_blank) {
+  const gga_label l{gga_role::parity, 1, 4096, 62, 0x0123456789ABCDEFull};
+  std::array<uint8_t, gga_label_size> bytes{};
+  encode_gga_label(l, bytes);
+  EXPECT_EQ(bytes[0], 'Z');
+  EXPECT_EQ(bytes[3], '2');
+  EXPECT_EQ(bytes[5], 2);
+  EXPECT_EQ(bytes[6], 1);
+  gga_label back;
+  ASSERT_EQ(decode_gga_label(bytes, back), gga_label_state::valid);
+  EXPECT_EQ(back, l);
+  const std::array<uint8_t, gga_label_size> zeros{};
+  EXPECT_EQ(decode_gga_label(zeros, back), gga_label_state::blank);
+}
+
+TEST(gga_label_codec, anything_but_a_good_label_is_foreign) {
+  const gga_label l{gga_role::data_2, 0, 32, 2, 7};
+  std::array<uint8_t, gga_label_size> good{};
+  encode_gga_label(l, good);
+  gga_label out;
+  // Every single-bit flip: the check catches it.
+  for (size_t bit = 0; bit < gga_label_size * 8; ++bit) {
+    auto b = good;
+    b[bit / 8] = static_cast<uint8_t>(b[bit / 8] ^ (1u << (bit % 8)));
+    EXPECT_EQ(decode_gga_label(b, out), gga_label_state::foreign) << bit;
+  }
+  // Fields out of range with a good check.
+  for (const gga_label& bad : {gga_label{gga_role(3), 0, 32, 2, 7}, gga_label{l.role, 2, 32, 2, 7},
+                               gga_label{l.role, 0, 0, 2, 7}, gga_label{l.role, 0, 32, 2, 0}}) {
+    std::array<uint8_t, gga_label_size> b{};
+    encode_gga_label(bad, b);
+    EXPECT_EQ(decode_gga_label(b, out), gga_label_state::foreign);
+  }
+  // Another store's bytes (a v1 image's block).
+  std::array<uint8_t, gga_label_size> text{};
+  std::memcpy(text.data(), "block storage line 1 of the gga", 31);
+  EXPECT_EQ(decode_gga_label(text, out), gga_label_state::foreign);
+}
+
+TEST(gga_label_codec, label_is_at_the_start_of_the_last_block) {
+  const auto v2 = gga_slot_layout::of(gga_format::v2, 4096);
+  EXPECT_EQ(v2.label_at(66), 65u * 4096);
+  EXPECT_EQ(v2.label_at(0), 0u);
+}
+
+}  // namespace
+}  // namespace zc::accel
