@@ -870,6 +870,8 @@ TEST_P(volume_identity, a_mismatched_target_set_is_refused_at_start) {
   EXPECT_NE(*code, 0) << p.all_output();
   EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
   EXPECT_NE(p.service->output().find(c.refusal), std::string::npos) << p.all_output();
+  // The initiator is told why.
+  EXPECT_NE(p.initiator->output().find(c.refusal), std::string::npos) << p.all_output();
   EXPECT_EQ(p.service->output().find("| Operation count: 1"), std::string::npos) << p.all_output();
 }
 
