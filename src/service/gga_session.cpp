@@ -345,7 +345,8 @@ std::vector<storage::core_stats> gga_session::stats() const {
   std::vector<storage::core_stats> out;
   const bool v2 = options_.format == accel::gga_format::v2;
   for (const auto& s : workers_.stats()) {
-    out.push_back({s.cpu, s.operations, s.recoveries, s.pe_hits, s.pe_misses, std::nullopt});
+    out.push_back(
+        {s.cpu, s.operations, s.recoveries, s.pe_hits, s.pe_misses, std::nullopt, s.rebuilds});
     if (v2)
       out.back().integrity = {s.verified, s.repaired, s.unrecoverable, s.raw_writes,
                               s.degraded_writes};

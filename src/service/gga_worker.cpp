@@ -94,8 +94,8 @@ class gga_worker::io_path final : public core::event_source {
   // The control thread heard that `target` is gone (its control connection failed).
   void lose_target(uint32_t target) noexcept { suspect(target); }
   gga_worker_stats stats() const noexcept {
-    return {cpu_,      operations_, recoveries_,    errors_,     engine_.hits(),  engine_.misses(),
-            verified_, repaired_,   unrecoverable_, raw_writes_, degraded_writes_};
+    return {cpu_,      operations_, forced_,        errors_,     engine_.hits(),   engine_.misses(),
+            verified_, repaired_,   unrecoverable_, raw_writes_, degraded_writes_, rebuilds_};
   }
 
   size_t poll() override;
@@ -235,7 +235,7 @@ class gga_worker::io_path final : public core::event_source {
   bool attached_ = false;
   uint32_t in_flight_ = 0;
   uint64_t operations_ = 0;
-  uint64_t recoveries_ = 0;
+  uint64_t rebuilds_ = 0;  // EC recoveries the trigger did not ask for (a lost target, a bad slot)
   uint64_t errors_ = 0;
   uint64_t retired_ = 0;        // transaction slots given up after a storage timeout
   uint64_t forced_ = 0;         // recovery reads the trigger asked for (§6.3 picks the half by it)
@@ -1029,7 +1029,7 @@ bool gga_worker::io_path::try_pair(transaction& t, uint32_t left_out) noexcept {
 }
 
 void gga_worker::io_path::recover(transaction& t, uint32_t lost_half) noexcept {
-  ++recoveries_;
+  if (t.forced != static_cast<int>(lost_half) || (t.tried & ~(1u << lost_half)) != 0) ++rebuilds_;
   const uint32_t h = half();
   (void)t.d1->set_data(t.d1->head(), lost_half == 0 ? 0 : h);
   (void)t.d2->set_data(t.d2->head(), lost_half == 1 ? 0 : h);

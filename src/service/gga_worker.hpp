@@ -38,7 +38,7 @@ enum gga_target : uint32_t { gga_data_1 = 0, gga_data_2 = 1, gga_data_p = 2 };
 struct gga_worker_stats {
   uint32_t cpu = 0;
   uint64_t operations = 0;  // host IOs answered (failed ones included)
-  uint64_t recoveries = 0;  // block reads served through EC recovery
+  uint64_t recoveries = 0;  // recovery reads the trigger asked for (§6.3's recovery_count)
   uint64_t errors = 0;      // failed transactions, refused messages, failed sends
   uint64_t pe_hits = 0;
   uint64_t pe_misses = 0;
@@ -48,6 +48,7 @@ struct gga_worker_stats {
   uint64_t unrecoverable = 0;    // block reads that failed: no pair of slots matched its crc
   uint64_t raw_writes = 0;       // blocks stored raw: their LZ4 image did not fit the block
   uint64_t degraded_writes = 0;  // blocks written to two targets, the third being lost
+  uint64_t rebuilds = 0;         // halves rebuilt through EC for a lost target or a bad slot
 };
 
 struct gga_worker_config {

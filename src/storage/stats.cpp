@@ -18,6 +18,7 @@ std::string format_core_stats(const core_stats& stats) {
   fmt::format_to(it, "{}\n| Core: {}\n| Operation count: {}\n", stats_rule, stats.core_id,
                  stats.operation_count);
   if (stats.recovery_count) fmt::format_to(it, "| Recovery count: {}\n", *stats.recovery_count);
+  if (stats.rebuild_count) fmt::format_to(it, "| Degraded rebuilds: {}\n", *stats.rebuild_count);
   if (const auto& i = stats.integrity)
     fmt::format_to(it,
                    "| Verified reads: {}\n| Repaired slots: {}\n| Unrecoverable reads: {}\n| Raw "

@@ -36,9 +36,13 @@ struct core_stats {
   uint64_t pe_hits = 0;
   uint64_t pe_misses = 0;
   std::optional<block_integrity> integrity;  // gga service, format v2 only
+  // gga service: halves rebuilt through EC for a lost target or a bad slot (the recovery count
+  // is only the reads the trigger asked for, as the reference counts them).
+  std::optional<uint64_t> rebuild_count;
 };
 
-// rule, "| Core: <id>", "| Operation count: <n>", ["| Recovery count: <n>"], [the four
+// rule, "| Core: <id>", "| Operation count: <n>", ["| Recovery count: <n>"],
+// ["| Degraded rebuilds: <n>"], [the
 // block_integrity lines: "| Verified reads: <n>", "| Repaired slots: <n>",
 // "| Unrecoverable reads: <n>", "| Raw writes: <n>", "| Degraded writes: <n>"],
 // "| PE hit rate: ...".

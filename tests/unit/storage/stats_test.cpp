@@ -43,6 +43,22 @@ TEST(stats, gga_core_block_has_the_recovery_count) {
                                       "| PE hit rate: 50.000% (1:1)\n");
 }
 
+TEST(stats, gga_v2_core_block_has_the_rebuilds_and_the_integrity_counts) {
+  core_stats s{0, 42, 7, 1, 1, block_integrity{40, 2, 1, 5, 3}, 4};
+  EXPECT_EQ(format_core_stats(s), rule +
+                                      "\n"
+                                      "| Core: 0\n"
+                                      "| Operation count: 42\n"
+                                      "| Recovery count: 7\n"
+                                      "| Degraded rebuilds: 4\n"
+                                      "| Verified reads: 40\n"
+                                      "| Repaired slots: 2\n"
+                                      "| Unrecoverable reads: 1\n"
+                                      "| Raw writes: 5\n"
+                                      "| Degraded writes: 3\n"
+                                      "| PE hit rate: 50.000% (1:1)\n");
+}
+
 TEST(stats, every_core_gets_a_block) {
   const std::vector<core_stats> cores = {{0, 1, std::nullopt, 1, 0}, {1, 2, std::nullopt, 0, 1}};
   EXPECT_EQ(format_core_stats(cores), rule +
