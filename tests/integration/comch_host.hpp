@@ -195,7 +195,7 @@ class host {
     m.set_io_size(size);
     m.set_requester_offset(requester_offset);
     m.set_storage_offset(storage_offset);
-    (void)b.set_data(b.head(), io_message_size);
+    (void)b.set_data(b.head(), send_length_);
     // Host worker i sends to the service consumer with the i-th smallest id.
     const auto target = service_consumers_.for_worker(worker);
     if (!target) return std::nullopt;
@@ -235,6 +235,8 @@ class host {
   }
 
   bool received_length_ok() const { return received_length_ok_; }
+  // The length of the IO messages io() sends from now on (a hostile host's short ones).
+  void set_send_length(uint32_t length) { send_length_ = length; }
   const std::vector<status>& send_errors() const { return send_errors_; }
   std::deque<io_result>& responses() { return responses_; }
 
@@ -277,6 +279,7 @@ class host {
   uint64_t sent_ = 0;
   std::vector<status> send_errors_;
   bool received_length_ok_ = true;
+  uint32_t send_length_ = io_message_size;
   std::vector<std::vector<comch::producer_send_task*>> send_tasks_;  // per worker
   // Declared last: destroyed (idle) before the buffers and the channel.
   std::vector<std::unique_ptr<comch::consumer>> rxs_;

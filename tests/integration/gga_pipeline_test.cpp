@@ -1003,6 +1003,13 @@ TEST(gga_pipeline, every_host_io_gets_one_answer_and_bad_ones_do_not_stop_the_wo
     EXPECT_EQ(r->view().result(), status::invalid_value);
     EXPECT_EQ(r->view().user_data(), user_data);
   }
+  // A message cut short (a good read's first 40 bytes): answered with its user_data, not dropped.
+  h.set_send_length(40);
+  auto cut = h.io(read, 55, b, 0, 0);
+  ASSERT_TRUE(cut) << p.all_output();
+  EXPECT_EQ(cut->view().result(), status::invalid_value);
+  EXPECT_EQ(cut->view().user_data(), 55u);
+  h.set_send_length(storage::io_message_size);
   // A flush goes to all three targets; ours answer it (memory storage: at once), and that
   // reaches the host.
   auto flush = h.io(static_cast<uint32_t>(storage::io_message_type::flush), 77, 0, 0, 0);
@@ -1024,8 +1031,8 @@ TEST(gga_pipeline, every_host_io_gets_one_answer_and_bad_ones_do_not_stop_the_wo
   EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
   for (auto& t : p.targets)
     EXPECT_EQ(t->wait(start_timeout), std::optional<int>(0)) << p.all_output();
-  // 2 reads, 10 refusals, the flush, 1 read: every IO answered once.
-  EXPECT_NE(p.service->output().find("| Operation count: 14\n"), std::string::npos)
+  // 2 reads, 11 refusals, the flush, 1 read: every IO answered once.
+  EXPECT_NE(p.service->output().find("| Operation count: 15\n"), std::string::npos)
       << p.all_output();
 }
 
