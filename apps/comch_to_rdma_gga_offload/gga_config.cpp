@@ -45,6 +45,11 @@ std::optional<int> parse_config(int argc, const char* const* argv, gga_config& o
                  "with it, every read verified, incompressible blocks stored raw) or v1 (the "
                  "reference's images, read without verification)")
       ->capture_default_str();
+  app.add_option("--rebuild-rate", out.rebuild_rate_mib,
+                 "MiB/s at which a blank replacement target is rebuilt in the background while IO "
+                 "goes on (format v2); 0: only as its blocks are read")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1u << 20));
   if (auto code = cli.parse(argc, argv)) return code;
   if (auto f = accel::parse_gga_format(format)) {
     out.format = *f;
@@ -78,6 +83,7 @@ void print_config(const gga_config& config) {
   if (config.tls_psk) fmt::print("\ttls_psk: \"{}\"\n", config.tls_psk_path);
   fmt::print("\ttrigger_recovery_read_every_n: {}\n", config.trigger_recovery_read_every_n);
   fmt::print("\tgga_format: \"{}\"\n", accel::to_string(config.format));
+  fmt::print("\trebuild_rate: {}\n", config.rebuild_rate_mib);
   fmt::print("}}\n");
   std::fflush(stdout);
 }

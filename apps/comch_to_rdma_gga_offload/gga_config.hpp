@@ -25,6 +25,7 @@ struct gga_config : service::service_config {
   accel::ec_matrix matrix = accel::ec_matrix::vandermonde;
   uint64_t trigger_recovery_read_every_n = 0;
   accel::gga_format format = accel::gga_format::v2;
+  uint32_t rebuild_rate_mib = 64;
 };
 
 // Parses and checks argv. Returns an exit status when the program must stop now (help, version,

@@ -53,9 +53,10 @@ int main(int argc, char** argv) {
     return service::serve_sessions(
         config, server, std::move(targets), connect,
         [&](service::target_set& session_targets, service::client_link& client) {
-          service::gga_session session({config.cpus, config.poll_mode, timeout, config.matrix,
-                                        config.trigger_recovery_read_every_n, config.format},
-                                       device, session_targets, client);
+          service::gga_session session(
+              {config.cpus, config.poll_mode, timeout, config.matrix,
+               config.trigger_recovery_read_every_n, config.format, config.rebuild_rate_mib},
+              device, session_targets, client);
           const service::session_outcome outcome = service::serve_client(client, session);
           std::string stats = storage::format_core_stats(session.stats());
           const uint8_t lost = session.lost_targets();

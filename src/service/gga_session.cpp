@@ -99,7 +99,9 @@ message gga_session::on_init(const message& request) {
                                    max_worker_transactions / 2));
   const uint32_t n = init->transaction_count * 2;
   const gga_chunk_layout layout{geometry_->block_size, geometry_->entry};
-  const uint64_t region_size = gga_region_size(init->core_count, n, layout, gga_max_region_size);
+  // Each worker's chunks: its n transactions and the rebuild's.
+  const uint64_t region_size =
+      gga_region_size(init->core_count, n + 1, layout, gga_max_region_size);
 
   try {
     host_map_ = core::memory_map::import_pci(init->mmap_export);
@@ -121,7 +123,7 @@ message gga_session::on_init(const message& request) {
       gga_worker& w = workers_.add(std::make_unique<gga_worker>(
           options_.cpus[i], options_.poll_mode, device_, *conn, n,
           gga_worker_config{*geometry_, options_.matrix, options_.recovery_every_n, host_map_.get(),
-                            region_.get(), gga_chunk_offset(i, n, 0, layout),
+                            region_.get(), gga_chunk_offset(i, n + 1, 0, layout),
                             options_.control_timeout},
           gga_worker_limits{options_.control_timeout, options_.control_timeout}));
       last_correlation_id_ = request.correlation_id;
@@ -158,9 +160,10 @@ message gga_session::on_start(const message& request) {
   fan_out(request, message_type::start_storage_request, storage::empty_payload{},
           message_type::start_storage_response, error);
   if (error) return *error;
-  if (options_.format == accel::gga_format::v2) check_volume();
+  const uint8_t replaced = options_.format == accel::gga_format::v2 ? check_volume() : 0;
   workers_.start(client_, options_.control_timeout);
   ZC_LOG_INFO("data path started on {} workers", workers_.size());
+  if (replaced != 0) begin_rebuild(replaced);
   return storage::make_response(request, message_type::start_storage_response);
 }
 
@@ -198,7 +201,7 @@ message gga_session::on_shutdown(const message& request) {
 // The three targets' volume labels (FORMATS.md §4.3), read through the first worker before any
 // host IO: each must be blank or a label of this volume, in its place, with this matrix and
 // geometry; blank ones are labelled (a new volume, or replacements).
-void gga_session::check_volume() {
+uint8_t gga_session::check_volume() {
   static constexpr const char* role_names[] = {"data 1", "data 2", "parity"};
   gga_worker& worker = **workers_.begin();
   const auto deadline = core::steady_clock::now() + 2 * options_.control_timeout;
@@ -251,7 +254,7 @@ void gga_session::check_volume() {
   }
   if (blank == 0) {
     ZC_LOG_INFO("volume {:016x}: three targets in place", volume->volume);
-    return;
+    return 0;
   }
   const uint64_t id = volume ? volume->volume : core::random_nonzero_u64();
   std::array<gga_worker::label_bytes, gga_target_count> bytes{};
@@ -272,7 +275,32 @@ void gga_session::check_volume() {
           "lacks is rebuilt from the other two when its block is read",
           targets_.name(k), id, role_names[k]);
   }
-  if (!volume) ZC_LOG_INFO("volume {:016x}: a new volume on three blank targets", id);
+  if (!volume) {
+    ZC_LOG_INFO("volume {:016x}: a new volume on three blank targets", id);
+    return 0;
+  }
+  return blank;
+}
+
+// The replacement targets in `replaced` get every block of the volume, rebuilt in the
+// background by the workers, each over its share of the blocks at its share of the rate.
+void gga_session::begin_rebuild(uint8_t replaced) {
+  const uint64_t blocks = geometry_->blocks();
+  if (options_.rebuild_rate_mib == 0) {
+    ZC_LOG_WARN(
+        "--rebuild-rate 0: the replacement target's halves are rebuilt only as their "
+        "blocks are read");
+    return;
+  }
+  const uint64_t rate = uint64_t(options_.rebuild_rate_mib) << 20;
+  const uint64_t n = workers_.size();
+  ZC_LOG_INFO("rebuild of {} blocks for the replacement target(s) (mask {:#x}) at {} MiB/s", blocks,
+              replaced, options_.rebuild_rate_mib);
+  uint64_t i = 0;
+  for (const auto& w : workers_) {
+    w->begin_rebuild(blocks * i / n, blocks * (i + 1) / n, std::max<uint64_t>(1, rate / n));
+    ++i;
+  }
 }
 
 void gga_session::check_health() {

@@ -38,6 +38,9 @@ struct gga_options {
   uint64_t recovery_every_n = 0;
   // How blocks are stored on the targets (FORMATS.md §4.3): v2 verifies every read.
   accel::gga_format format = accel::gga_format::v2;
+  // MiB/s of blocks the background rebuild of a replacement target checks (0: none; the reads
+  // repair what they find).
+  uint32_t rebuild_rate_mib = 64;
 };
 
 // The geometry the three answers give the host: all must be query_storage_responses with the same
@@ -79,7 +82,10 @@ class gga_session final : public request_handler {
   // Finds targets lost since the last look (a control connection failed, or a worker lost one)
   // and degrades the session for each; throws session_lost when that is not possible.
   void notice_lost_targets();
-  void check_volume();
+  // The labels of the three targets checked (blank ones labelled); returns the replacements
+  // (bit per target: blank targets beside labelled ones). Throws status_error on a mismatch.
+  uint8_t check_volume();
+  void begin_rebuild(uint8_t replaced);
   void degrade(size_t target, const std::string& why);
   void stop_workers() noexcept;
   void teardown() noexcept;

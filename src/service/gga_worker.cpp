@@ -56,6 +56,8 @@ class gga_worker::io_path final : public core::event_source {
   void connect(uint32_t target, storage::rdma_role role, std::span<const uint8_t> blob);
   bool ready() const noexcept;
   void start_serving(uint32_t host_consumer);
+  void begin_rebuild(uint64_t first, uint64_t end, uint64_t bytes_per_second) noexcept;
+  bool rebuild_running() const noexcept { return rebuilding_; }
   // The targets' rdma connections are up (what label IO needs).
   bool storage_ready() const noexcept;
   bool begin_label_io(bool write, const std::array<label_bytes, gga_target_count>& labels,
@@ -102,7 +104,10 @@ class gga_worker::io_path final : public core::event_source {
   core::steady_clock::time_point next_deadline() const override {
     if (suspects_ != 0) return core::steady_clock::now();
     if (!backlog_.empty() || !resends_.empty()) return core::steady_clock::now() + backlog_retry;
-    return in_flight_ != 0 ? next_sweep_ : core::steady_clock::time_point::max();
+    const auto sweep = in_flight_ != 0 ? next_sweep_ : core::steady_clock::time_point::max();
+    if (rebuilding_ && serving_ && txns_[host_transactions_].op == operation::none)
+      return std::min(sweep, rebuild_due_);
+    return sweep;
   }
 
  private:
@@ -194,12 +199,16 @@ class gga_worker::io_path final : public core::event_source {
   void write_repair(transaction& t) noexcept;
   void finish_repair(transaction& t) noexcept;
   void block_done(transaction& t) noexcept;
+  size_t rebuild_step() noexcept;
+  void rebuild_block_done(transaction& t, status result) noexcept;
+  bool is_rebuild(const transaction& t) const noexcept { return index(t) == host_transactions_; }
   void dma_from_host(transaction& t) noexcept;
   void compress(transaction& t) noexcept;
   void encode(transaction& t) noexcept;
   void write_halves(transaction& t) noexcept;
   bool write_allowed(transaction& t) noexcept;
   uint8_t* host_block(const transaction& t) const noexcept {
+    if (is_rebuild(t)) return scratch_->data();
     return config_.host->data() + t.plan.host_offset + uint64_t(t.block) * block_size();
   }
   uint64_t slot_offset(const transaction& t) const noexcept {
@@ -227,7 +236,8 @@ class gga_worker::io_path final : public core::event_source {
 
   const uint32_t cpu_;
   core::progress_engine& engine_;
-  const uint32_t transactions_;
+  const uint32_t transactions_;       // the host's, then the rebuild's
+  const uint32_t host_transactions_;  // N
   const gga_worker_config config_;
   const gga_chunk_layout layout_;
   gga_recovery_trigger trigger_;
@@ -249,8 +259,18 @@ class gga_worker::io_path final : public core::event_source {
   std::atomic<uint8_t> lost_published_{0};  // lost_, for the control thread
   bool error_logged_ = false;
   bool storage_armed_ = false;  // response receives posted
-  bool label_pending_ = false;  // a label IO in transaction 0
-  uint8_t label_answered_ = 0;  // its targets that answered with success
+  // The rebuild (begin_rebuild): blocks [next, end) left, one per interval.
+  bool rebuilding_ = false;
+  uint64_t rebuild_next_ = 0;
+  uint64_t rebuild_end_ = 0;
+  uint64_t rebuild_total_ = 0;
+  uint64_t rebuild_checked_ = 0;
+  uint64_t rebuild_repaired_at_start_ = 0;
+  std::chrono::nanoseconds rebuild_interval_{0};
+  core::steady_clock::time_point rebuild_due_{};
+  std::unique_ptr<core::memory_map> scratch_;  // the rebuild's block
+  bool label_pending_ = false;                 // a label IO in transaction 0
+  uint8_t label_answered_ = 0;                 // its targets that answered with success
   bool fault_logged_ = false;
   std::unique_ptr<core::memory_map> messages_;
   core::buffer_inventory inventory_;
@@ -276,22 +296,23 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                              uint32_t transactions, const gga_worker_config& config)
     : cpu_(cpu),
       engine_(engine),
-      transactions_(transactions),
+      transactions_(transactions + 1),
+      host_transactions_(transactions),
       config_(config),
       layout_{config.geometry.block_size, config.geometry.entry},
       trigger_(config.recovery_every_n),
       messages_(core::memory_map::allocate(
-          size_t(transactions) * messages_per_transaction * io_message_size,
+          size_t(transactions + 1) * messages_per_transaction * io_message_size,
           core::access::local_read_write | core::access::pci_read_write)),
-      inventory_(transactions * (messages_per_transaction + chunk_views)),
-      txns_(transactions),
+      inventory_((transactions + 1) * (messages_per_transaction + chunk_views) + 1),
+      txns_(transactions + 1),
       backlog_(transactions),
-      resends_(size_t(transactions) * gga_target_count) {
+      resends_(size_t(transactions + 1) * gga_target_count) {
   const gga_chunk_layout& layout = layout_;
   if (config_.host == nullptr || config_.region == nullptr || block_size() == 0)
     throw status_error(status::invalid_value, "gga worker without its memory or geometry");
   if (config_.first_chunk > config_.region->size() ||
-      uint64_t(transactions) * layout.size() > config_.region->size() - config_.first_chunk)
+      uint64_t(transactions_) * layout.size() > config_.region->size() - config_.first_chunk)
     throw status_error(status::invalid_value, "gga worker chunks outside the service region");
 
   consumer_ = std::make_unique<comch::consumer>(
@@ -337,7 +358,7 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
     // The targets write the halves they read into our chunks and read the halves they write.
     data_[k]->set_permissions(core::access::rdma_read | core::access::rdma_write);
     control_[k]->configure<rdma::send_task>(
-        transactions,
+        transactions_,
         [this](rdma::send_task& t) { on_storage_sent(txns_[index_of(t) / gga_target_count]); },
         [this](rdma::send_task& t) {
           const uint64_t key = index_of(t);
@@ -349,7 +370,7 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
           storage_send_failed(static_cast<uint32_t>(key / gga_target_count), target, t.result());
         });
     control_[k]->configure<rdma::receive_task>(
-        transactions,
+        transactions_,
         [this, k](rdma::receive_task& t) {
           on_storage_response(k, static_cast<uint32_t>(index_of(t)));
         },
@@ -357,11 +378,11 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
           // Receives fail only when the connection does (or at stop): not posted again.
           if (serving_) suspect(k);
         });
-    responses_[k].resize(transactions);
+    responses_[k].resize(transactions_);
   }
   lz4_ = std::make_unique<accel::lz4_engine>(
-      engine, accel::lz4_engine_config{.compress_tasks = transactions,
-                                       .decompress_tasks = transactions,
+      engine, accel::lz4_engine_config{.compress_tasks = transactions_,
+                                       .decompress_tasks = transactions_,
                                        .max_block_size = block_size(),
                                        .on_compress_done =
                                            [this](accel::lz4_compress_task& task) {
@@ -408,8 +429,8 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                              settle_read(t);
                                            }});
   ec_ = std::make_unique<accel::ec_engine>(
-      engine, accel::ec_engine_config{.create_tasks = transactions,
-                                      .recover_tasks = transactions,
+      engine, accel::ec_engine_config{.create_tasks = transactions_,
+                                      .recover_tasks = transactions_,
                                       .on_create_done =
                                           [this](accel::ec_create_task& task) {
                                             transaction& t = txns_[index_of(task)];
@@ -441,7 +462,7 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                                           }});
   dma_ = std::make_unique<accel::dma_engine>(
       engine, accel::dma_engine_config{
-                  .memcpy_tasks = transactions,
+                  .memcpy_tasks = transactions_,
                   .on_memcpy_done =
                       [this](accel::dma_memcpy_task& task) {
                         transaction& t = txns_[index_of(task)];
@@ -475,16 +496,20 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
     throw_if_failed(inventory_.get_by_addr(map, at, length, b), "chunk buffer");
     return b;
   };
-  for (uint32_t i = 0; i < transactions; ++i) {
+  // The last transaction is the rebuild's: no host message, its block lands in scratch memory.
+  scratch_ = core::memory_map::allocate(block_size(), core::access::local_read_write);
+  for (uint32_t i = 0; i < transactions_; ++i) {
     transaction& t = txns_[i];
     const size_t first = size_t(i) * messages_per_transaction;
     t.host_message = message_at(first);
-    t.receive = consumer_->allocate_post_recv(*t.host_message);
-    t.reply = producer_->allocate_send(*t.host_message, 0);
-    if (t.receive == nullptr || t.reply == nullptr)
-      throw status_error(status::no_memory, "comch tasks");
-    t.receive->set_user_data(core::make_user_data(i));
-    t.reply->set_user_data(core::make_user_data(i));
+    if (i < host_transactions_) {
+      t.receive = consumer_->allocate_post_recv(*t.host_message);
+      t.reply = producer_->allocate_send(*t.host_message, 0);
+      if (t.receive == nullptr || t.reply == nullptr)
+        throw status_error(status::no_memory, "comch tasks");
+      t.receive->set_user_data(core::make_user_data(i));
+      t.reply->set_user_data(core::make_user_data(i));
+    }
     for (uint32_t k = 0; k < gga_target_count; ++k) {
       t.request[k] = message_at(first + 1 + k);
       throw_if_failed(
@@ -504,7 +529,9 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
     t.parity = view(*config_.region, t.chunk + layout.parity(), half());
     t.plain = view(*config_.region, t.chunk + layout.image(), block_size());
     t.image = view(*config_.region, t.chunk + layout.image(), block_size());
-    t.host = view(*config_.host, config_.host->data(), config_.host->size());
+    t.host = i < host_transactions_
+                 ? view(*config_.host, config_.host->data(), config_.host->size())
+                 : view(*scratch_, scratch_->data(), scratch_->size());
   }
   throw_if_failed(consumer_->start(), "start comch consumer");
   throw_if_failed(producer_->start(), "start comch producer");
@@ -562,10 +589,80 @@ bool gga_worker::io_path::ready() const noexcept {
 }
 
 void gga_worker::io_path::start_serving(uint32_t host_consumer) {
-  for (auto& t : txns_) t.reply->set(*t.host_message, host_consumer);
+  for (uint32_t i = 0; i < host_transactions_; ++i)
+    txns_[i].reply->set(*txns_[i].host_message, host_consumer);
   serving_ = true;
   arm_storage();
-  for (auto& t : txns_) post_host_receive(t);
+  for (uint32_t i = 0; i < host_transactions_; ++i) post_host_receive(txns_[i]);
+}
+
+// ---- the rebuild: one block after the other in the last transaction, paced
+
+void gga_worker::io_path::begin_rebuild(uint64_t first, uint64_t end,
+                                        uint64_t bytes_per_second) noexcept {
+  if (first >= end || bytes_per_second == 0) return;
+  rebuild_next_ = first;
+  rebuild_end_ = end;
+  rebuild_total_ = end - first;
+  rebuild_checked_ = 0;
+  rebuild_repaired_at_start_ = repaired_;
+  rebuild_interval_ = std::chrono::nanoseconds(
+      std::max<uint64_t>(1, uint64_t(block_size()) * 1'000'000'000ull / bytes_per_second));
+  rebuild_due_ = engine_.pass_time();
+  rebuilding_ = true;
+  ZC_LOG_INFO("worker {}: rebuild of blocks {}..{} begins", cpu_, first, end - 1);
+}
+
+// Every slot of the next block is read and checked, the bad or missing ones rewritten (as a
+// host read would, check_block), at most one block per interval.
+size_t gga_worker::io_path::rebuild_step() noexcept {
+  transaction& t = txns_[host_transactions_];
+  if (!rebuilding_ || !serving_ || t.op != operation::none) return 0;
+  if (t.retired) {
+    // A target left its block unanswered: its chunk is not used again, nor the rebuild.
+    rebuilding_ = false;
+    ZC_LOG_ERROR(
+        "worker {}: rebuild stopped after {} of {} blocks: a storage target did not "
+        "answer",
+        cpu_, rebuild_checked_, rebuild_total_);
+    return 0;
+  }
+  const auto now = engine_.pass_time();
+  if (now < rebuild_due_) return 0;
+  rebuild_due_ = std::max(rebuild_due_ + rebuild_interval_, now);
+  ++in_flight_;
+  t.plan = gga_io_plan{1, 0, rebuild_next_++ * layout_.slots().slot()};
+  t.op = operation::read;
+  t.result = status::success;
+  t.block = 0;
+  t.sending = 0;
+  t.awaiting = 0;
+  t.forced = -1;
+  t.have = t.refused = t.tried = t.repair = 0;
+  begin_step(t);
+  for (uint32_t k = 0; k < gga_target_count; ++k)
+    if (!is_lost(k)) ask_half(t, k);
+  t.issuing = false;
+  settle(t);
+  return 1;
+}
+
+void gga_worker::io_path::rebuild_block_done(transaction& t, status result) noexcept {
+  t.op = operation::none;
+  if (in_flight_ > 0) --in_flight_;
+  ++rebuild_checked_;
+  if (!ok(result))
+    ZC_LOG_ERROR("worker {}: rebuild: block at slot offset {} not rebuilt: {}", cpu_,
+                 t.plan.target_offset, status_name(result));
+  const uint64_t quarter = std::max<uint64_t>(1, rebuild_total_ / 4);
+  if (rebuild_next_ == rebuild_end_) {
+    rebuilding_ = false;
+    ZC_LOG_INFO("worker {}: rebuild done: {} blocks checked, {} slots rewritten", cpu_,
+                rebuild_checked_, repaired_ - rebuild_repaired_at_start_);
+  } else if (rebuild_checked_ % quarter == 0) {
+    ZC_LOG_INFO("worker {}: rebuild: {} of {} blocks checked", cpu_, rebuild_checked_,
+                rebuild_total_);
+  }
 }
 
 void gga_worker::io_path::arm_storage() noexcept {
@@ -717,6 +814,10 @@ void gga_worker::io_path::fail(transaction& t, const char* what, status why) noe
 }
 
 void gga_worker::io_path::finish(transaction& t, status result) noexcept {
+  if (is_rebuild(t)) {
+    rebuild_block_done(t, result);
+    return;
+  }
   io_message_view msg(t.host_message->head());
   msg.set_type(io_message_type::result);
   msg.set_result(result);
@@ -1072,8 +1173,20 @@ void gga_worker::io_path::check_block(transaction& t) noexcept {
   ++verified_;
   const uint32_t bad = t.pair;
   const uint8_t bit = static_cast<uint8_t>(1u << bad);
-  // The slot left out is bad when an earlier pair with it failed or its target refused it.
-  if (((t.tried & ~bit) != 0 || (t.refused & bit) != 0) && !is_lost(bad)) {
+  // The slot left out is bad when an earlier pair with it failed or its target refused it; the
+  // rebuild, which reads all three, also when its entry is not this write's (a blank
+  // replacement's, a stale one).
+  bool rewrite = (t.tried & ~bit) != 0 || (t.refused & bit) != 0;
+  if (!rewrite && is_rebuild(t) && (t.have & bit) != 0) {
+    accel::gga_entry e;
+    rewrite =
+        !ok(accel::decode_gga_entry(std::span<const uint8_t, accel::gga_entry_size>(
+                                        t.chunk + layout_.entry_at(bad), accel::gga_entry_size),
+                                    accel::gga_role(bad), e)) ||
+        e.generation != t.entry.generation || e.crc != t.entry.crc ||
+        e.stored_as != t.entry.stored_as;
+  }
+  if (rewrite && !is_lost(bad)) {
     repair(t, bad);
     return;
   }
@@ -1301,6 +1414,7 @@ size_t gga_worker::io_path::take_suspects() noexcept {
 
 size_t gga_worker::io_path::poll() {
   size_t done = take_suspects();
+  done += rebuild_step();
   if (in_flight_ != 0 && engine_.pass_time() >= next_sweep_) {
     done += sweep_deadlines();
     next_sweep_ = engine_.pass_time() + deadline_sweep;
@@ -1376,6 +1490,16 @@ bool gga_worker::rdma_lost() const noexcept {
 uint8_t gga_worker::lost_targets() const noexcept {
   const io_path* io = host_.io();
   return io != nullptr ? io->lost_targets() : 0;
+}
+
+void gga_worker::begin_rebuild(uint64_t first, uint64_t end, uint64_t bytes_per_second) {
+  host_.call([first, end, bytes_per_second](io_path& io) {
+    io.begin_rebuild(first, end, bytes_per_second);
+  });
+}
+
+bool gga_worker::rebuilding() {
+  return host_.call([](io_path& io) { return io.rebuild_running(); });
 }
 
 void gga_worker::lose_target(uint32_t target) {

@@ -94,6 +94,12 @@ class gga_worker {
   // the worker serves degraded from its next pass.
   void lose_target(uint32_t target);
 
+  // Format v2: checks every slot of blocks [first, end) in the background, one block at a time at
+  // most `bytes_per_second` of blocks, rewriting the bad or missing ones (a replacement target's),
+  // while the host's IOs go on. Progress in the log.
+  void begin_rebuild(uint64_t first, uint64_t end, uint64_t bytes_per_second);
+  bool rebuilding();
+
   // Format v2 volume labels (FORMATS.md §4.3), before the data path starts: reads the label of
   // every target in `targets` (bit per gga_target), or writes labels[k] to them; waits until
   // `deadline`. Returns, per target, the label's bytes (a write: the bytes written) when that

@@ -542,10 +542,11 @@ INSTANTIATE_TEST_SUITE_P(gga_pipeline, degraded_write, ::testing::Values(size_t(
 // lacks is found by the first read of its block (a blank entry pairs with nothing written),
 // served from the other two, and rewritten; a read after the loss of another target then gets
 // every block from the replacement and the third target, byte for byte.
+// With --rebuild-rate 0 (no background rebuild).
 TEST(gga_pipeline, a_blank_replacement_target_is_filled_by_the_reads) {
   constexpr uint32_t b = gga_block_size;
   constexpr uint32_t count = 16;
-  gga_pipeline p({.target_flags = {"--keep-serving"}});
+  gga_pipeline p({.target_flags = {"--keep-serving"}, .service_flags = {"--rebuild-rate", "0"}});
   ASSERT_TRUE(p.start_targets(false)) << p.all_output();
   ASSERT_TRUE(p.start_service()) << p.all_output();
   const auto blocks = static_cast<uint32_t>(
@@ -802,6 +803,51 @@ INSTANTIATE_TEST_SUITE_P(gga_pipeline, torn_write,
                                            torn_case{"only_data_1_took_it", {1, 2}, false},
                                            torn_case{"only_parity_took_it", {0, 1}, false}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// The background rebuild: a service that finds a blank replacement beside two labelled targets
+// rebuilds every block's slot on it at --rebuild-rate while it serves IO, logging its progress;
+// once it is done, the replacement and one other target give back every block without the third.
+TEST(gga_pipeline, a_blank_replacement_target_is_rebuilt_in_the_background) {
+  constexpr uint32_t b = gga_block_size;
+  constexpr uint32_t count = 16;
+  gga_pipeline p({.target_flags = {"--keep-serving"}});
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  const auto blocks = static_cast<uint32_t>(
+      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, b / 2).blocks_in(gga_block_count));
+  constexpr auto read = static_cast<uint32_t>(storage::io_message_type::read);
+  constexpr auto write = static_cast<uint32_t>(storage::io_message_type::write);
+  const std::vector<char> data = content_bytes(uint64_t(b) * count, 43);
+  {
+    host h(p.channel(), {b, blocks});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    std::memcpy(h.region().data(), data.data(), data.size());
+    auto r = h.io(write, 1, count * b, 0, 0);
+    ASSERT_TRUE(r) << p.all_output();
+    ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+  }
+  p.service->signal(SIGINT);
+  ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  p.targets[2]->signal(SIGKILL);  // the parity: no read would ever look at its slots
+  ASSERT_TRUE(p.start_target(2, false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  host h(p.channel(), {b, blocks});
+  ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+  ASSERT_TRUE(p.service->wait_for_output("rebuild done", run_timeout)) << p.all_output();
+  EXPECT_NE(
+      p.service->output().find("rebuild done: " + std::to_string(blocks) + " blocks checked, " +
+                               std::to_string(count) + " slots rewritten"),
+      std::string::npos)
+      << p.all_output();
+  // Data 2 goes: every block now needs the rebuilt parity.
+  p.targets[1]->signal(SIGKILL);
+  ASSERT_TRUE(p.service->wait_for_output("serving degraded", run_timeout)) << p.all_output();
+  std::memset(h.region().data(), 0, data.size());
+  auto r = h.io(read, 7, count * b, 0, 0);
+  ASSERT_TRUE(r) << p.all_output();
+  ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+  EXPECT_EQ(std::memcmp(h.region().data(), data.data(), data.size()), 0) << p.all_output();
+}
 
 // Two data targets replaced by blank ones: their blank slots agree with each other, but the parity
 // target still holds the blocks, so those reads fail (IO_FAILED) rather than return zeros; a
