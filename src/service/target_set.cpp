@@ -198,9 +198,14 @@ message target_set::request(size_t target, const target_request& what, message_t
 }
 
 std::vector<message> target_set::request_all(const target_request& what, message_type expected) {
+  return request_each([&what](size_t) { return what; }, expected);
+}
+
+std::vector<message> target_set::request_each(const std::function<target_request(size_t)>& what_for,
+                                              message_type expected) {
   std::vector<std::pair<size_t, uint32_t>> mids;
   for (size_t i = 0; i < channels_.size(); ++i)
-    if (!forgotten_[i]) mids.emplace_back(i, send(i, what));
+    if (!forgotten_[i]) mids.emplace_back(i, send(i, what_for(i)));
   // One deadline for the whole fan-out, as the reference's per-batch wait.
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   std::vector<message> replies;

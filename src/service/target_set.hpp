@@ -85,6 +85,10 @@ class target_set {
   // target order.
   std::vector<storage::message> request_all(const target_request& what,
                                             storage::message_type expected);
+  // Target k's own request what_for(k) to every target not forgotten, all sent before any
+  // response is waited for (one deadline), then their responses, in target order.
+  std::vector<storage::message> request_each(const std::function<target_request(size_t)>& what_for,
+                                             storage::message_type expected);
 
   // Never blocks: reads what the targets sent unasked (logged and dropped) and throws target_lost
   // when a connection failed. For a service between client requests, at least every second.
