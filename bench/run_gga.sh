@@ -57,6 +57,7 @@ QUIET_PCT=${ZC_BENCH_QUIET_PCT:-15}
 STORAGE=$((16 << 20)) # bytes of plain data behind every pipeline
 RUN_TIMEOUT=120
 DEGRADED_WAIT=10 # s for the service to say "serving degraded" after the kill
+DEGRADED_SETTLE=${ZC_BENCH_DEGRADED_SETTLE:-4} # s from "serving degraded" to a degraded window
 # The cases, in the order they run for one block size and queue depth; the extra ones run only
 # for ZC_BENCH_EXTRA_SIZES x ZC_BENCH_EXTRA_DEPTHS.
 MAIN_TESTS="read recovery write readwrite"
@@ -158,9 +159,23 @@ kill_data_1() {
   progress_lines "$dir/initiator.log" | wc -l
 }
 
-# progress_lines LOG: the initiator's "[   t s] IOPS x MB/s y ops N" lines, as "t N".
+# progress_lines LOG: the initiator's "[   t s] IOPS x MB/s y ops N" lines, as "t N x" (t:
+# seconds since its run started, N: operations completed by then, x: the rate of the second
+# before).
 progress_lines() {
-  sed -nE 's/^\[ *([0-9.]+)s\] IOPS .* ops ([0-9]+)$/\1 \2/p' "$1"
+  sed -nE 's/^\[ *([0-9.]+)s\] IOPS ([0-9.]+) .* ops ([0-9]+)$/\1 \3 \2/p' "$1"
+}
+
+# run_started LOG: when the initiator's run started (its "running ..." line, logged just before
+# its progress clock starts), in seconds since the epoch like EPOCHREALTIME. The log's time of day
+# is local time.
+run_started() {
+  local hms midnight
+  hms=$(sed -nE 's/^\[([0-9]{2}):([0-9]{2}):([0-9]{2}\.[0-9]+)\].* running [a-z_]+ on .*/\1 \2 \3/p' "$1" | head -n 1)
+  [ -n "$hms" ] || return 1
+  midnight=$(date -d 'today 00:00' +%s)
+  echo "$hms" | awk -v m="$midnight" -v now="$EPOCHREALTIME" '{
+    t = m + $1 * 3600 + $2 * 60 + $3; if (t > now + 60) t -= 86400; printf "%.6f", t }'
 }
 
 # service_stat LOG NAME: the number on the service's "| NAME: N" stats line (empty if none).
@@ -254,7 +269,10 @@ run_case() {
     before=$(kill_data_1 "$dir" "${tpids[0]}" "$spid" "$ipid") || ok=0
   fi
   if [ $ok = 1 ] && [ "$window" != 0 ] && [ -n "$svc" ]; then
-    sleep "$WARM"
+    # A degraded run's window waits out the first seconds after the loss (the service settles
+    # what was in flight to the lost target; a write run at QD1 ran at a tenth of its rate for
+    # about 3 s then, see the "dip" in the table's notes).
+    sleep "$([ $degraded = 1 ] && echo "$DEGRADED_SETTLE" || echo "$WARM")"
     t1=$EPOCHREALTIME
     s1=$(service_ticks "$svc") || s1=""
     if [ "$window" = perf ]; then
@@ -280,14 +298,28 @@ run_case() {
     tail -n 20 "$dir/initiator.log" "$dir/service.log" >&2
     return 1
   fi
-  # The blocks per second the window saw: the whole run's, or for a degraded run the rate between
-  # the first progress line printed after "serving degraded" and the last one.
-  local rate
+  # The blocks per second the window saw: the whole run's; for a degraded run the operations
+  # completed inside the window, interpolated between the progress lines around its edges (the
+  # run's end the last point), over its length. dip: the lowest one-second rate after the loss.
+  local rate dip=n/a start
   rate=$(jq -r '.operation_count / .duration_seconds' "$dir/stats.json")
   if [ $degraded = 1 ]; then
-    rate=$(progress_lines "$dir/initiator.log" | awk -v skip="$before" '
-      NR > skip { if (t0 == "") { t0 = $1; n0 = $2 } t = $1; n = $2 }
-      END { if (t0 != "" && t > t0) printf "%.1f", (n - n0) / (t - t0); else print "n/a" }')
+    rate=n/a
+    if [ -n "$s2" ] && start=$(run_started "$dir/initiator.log"); then
+      rate=$({
+        progress_lines "$dir/initiator.log"
+        jq -r '"\(.duration_seconds) \(.operation_count)"' "$dir/stats.json"
+      } | awk -v e1="$(awk -v a="$t1" -v b="$start" 'BEGIN { print a - b }')" \
+        -v e2="$(awk -v a="$t2" -v b="$start" 'BEGIN { print a - b }')" '
+        function at(e) { return pn + (n - pn) * (e - pt) / (t - pt) }
+        { t = $1; n = $2 }
+        t > pt && n1 == "" && t >= e1 { n1 = at(e1) }
+        t > pt && n2 == "" && t >= e2 { n2 = at(e2) }
+        t > pt { pt = t; pn = n }
+        END { if (n1 != "" && n2 != "" && e2 > e1) printf "%.1f", (n2 - n1) / (e2 - e1); else print "n/a" }')
+    fi
+    dip=$(progress_lines "$dir/initiator.log" | awk -v skip="$before" '
+      NR > skip && (m == "" || $3 < m) { m = $3 } END { print (m == "" ? "n/a" : m) }')
   fi
   local cpu="n/a"
   if [ -n "$s1" ] && [ -n "$s2" ] && [ "$rate" != n/a ]; then
@@ -302,7 +334,8 @@ run_case() {
   degraded_writes=$(service_stat "$dir/service.log" "Degraded writes")
   jq -r --arg p "$pipe" --arg t "$test" --arg q "$qd" --arg s "$size" --arg c "$cpu" --arg r "$rate" \
     --arg rw "${raw_writes:-n/a}" --arg dw "${degraded_writes:-n/a}" \
-    '"impl=\($p) test=\($t) qd=\($q) size=\($s) iops=\($r) mean_us=\(.latency_us.mean) p50_us=\(.latency_us.p50) p99_us=\(.latency_us.p99) n=\(.operation_count) seconds=\(.duration_seconds) cpu_us=\($c) raw_writes=\($rw) degraded_writes=\($dw)"' \
+    --arg dip "$dip" \
+    '"impl=\($p) test=\($t) qd=\($q) size=\($s) iops=\($r) dip_iops=\($dip) mean_us=\(.latency_us.mean) p50_us=\(.latency_us.p50) p99_us=\(.latency_us.p99) n=\(.operation_count) seconds=\(.duration_seconds) cpu_us=\($c) raw_writes=\($rw) degraded_writes=\($dw)"' \
     "$dir/stats.json"
 }
 
@@ -315,8 +348,8 @@ measure() {
     rate=$(awk -v t="${test#deg}" -v q="$qd" -v s="$size" '$2 == "impl=gga" && $3 == "test=" t &&
       $4 == "qd=" q && $5 == "size=" s { split($6, p, "="); r = p[2] } END { print r + 0 }' "$RESULTS")
     [ "${rate%.*}" -gt 0 ] 2>/dev/null || rate=$([ "$qd" = 1 ] && echo 10000 || echo 150000)
-    # The kill, its notice and at least two progress lines after the window, with a margin.
-    ops=$(awk -v r="$rate" -v w="$WARM" -v s="$SECS" 'BEGIN { print int(r * (w + s + 3) * 1.3) }')
+    # The kill, its notice, the settling and the window, with a margin.
+    ops=$(awk -v r="$rate" -v w="$DEGRADED_SETTLE" -v s="$SECS" 'BEGIN { print int(r * (w + s + 2) * 1.3) }')
   else
     pilot=$([ "$qd" = 1 ] && echo 3000 || echo 40000)
     if ! line=$(run_case "$pipe" "$test" "$qd" "$size" "$pilot" "$tag-pilot" 0); then
@@ -538,6 +571,9 @@ awk -v table="$TABLE" -v verdict="$VERDICT" -v sizes="$ALL_SIZES" -v depths="$AL
         bound = (r == "" || z == "") ? "" : z + 1.5 * r
         zaim = (bound == "" || c == "" || c == "n/a") ? "n/a" : sprintf("%.2f %s", bound, c <= bound ? "(met)" : "(**missed**)")
         if (zaim != "n/a") { ++zcases; if (c <= bound) ++zmet; else zmissed = zmissed (zmissed == "" ? "" : "; ") label }
+        d = get(k, "dip_iops")
+        if (d != "" && d != "n/a")
+          dips = dips (dips == "" ? "" : "; ") sprintf("%s, %d KiB, QD%s: %s (window: %s)", what[T[t]], S[a] / 1024, D[b], iops(d), iops(get(k, "iops")))
         printf "| gga | %s | %d KiB | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s |\n", what[T[t]], S[a] / 1024, D[b],
           iops(get(k, "iops")), num(get(k, "mean_us"), "%.1f"), num(get(k, "p50_us"), "%.0f"), num(get(k, "p99_us"), "%.0f"),
           num(c, "%.2f"), num(r, "%.2f"), base[T[t]], ratio, zaim >> table
@@ -560,6 +596,8 @@ awk -v table="$TABLE" -v verdict="$VERDICT" -v sizes="$ALL_SIZES" -v depths="$AL
     if (zcases > 0)
       printf "\n**The aim against the zero-copy service (service CPU per block ≤ the zero-copy service CPU per block of the same IO, block size and depth in this run + 1.5× the raw codec cost; a write + read-back against the mean of its read and write) is %s**: met in %d of %d cases%s.\n", \
         zmet == zcases ? "met" : "not met", zmet, zcases, zmissed == "" ? "" : "; missed: " zmissed >> verdict
+    if (dips != "")
+      printf "\nThe lowest one-second IOPS after the kill (initiator progress lines), against the window'"'"'s: %s.\n", dips >> verdict
     print "" >> table
     print "| codec operation (one block) | block | raw liblz4 / ISA-L µs | zcstore src/accel engine µs | engine / raw |" >> table
     print "|---|---|---|---|---|" >> table
@@ -620,7 +658,7 @@ SECTION=$WORK/section.md
   echo "- Placement: initiator on cpu $CCPU and service on cpu $SCPU, the targets (three for gga, one for zero-copy) on cpu $TCPU; every process $(bench_poll_why "$POLL") but the zero-copy target, alone on its core, $(bench_poll_why "$ZC_TPOLL") as in the pipeline section (in event mode its IOs stalled for milliseconds at a time, p99 10-50 ms); all pinned with \`taskset\` and bounded with \`timeout $RUN_TIMEOUT\`. Event mode because five processes share two cores: a busy-polling process would hold its core for whole scheduler slices while the next step of the IO waits on the same core (see the pipeline section), and a busy service would be charged CPU time for spinning. UCX device \`$DEV\`; UCX_MM_ERROR_HANDLING=y, UCX_KEEPALIVE_INTERVAL=1s everywhere."
   echo "- Data: $((STORAGE >> 20)) MiB of the compressible text \`zcstore_local gga\` makes (\"block storage line N of the gga pipeline\", an 8 KiB block compresses to about 1.2 KiB), turned into three images by \`zcstore_gga_offload_sbc_generator --block-size B --matrix-type vandermonde --format v2\`; the zero-copy target serves the same plain file (\`--binary-content\`). write_throughput_test writes the initiator's memory as it is, zero blocks; read_write_data_validity_test writes each text block, reads it back and compares it, so its IO is a write and a read. **Incompressible data**: $((STORAGE >> 20)) MiB from /dev/urandom through the same generator, which stores every block raw (its LZ4 image does not fit); its rows read those images (read_throughput_test) and write each random block and read it back (read_write_data_validity_test with \`--storage-plain-content\` the random file: the service tries LZ4, stores the block raw, and the read-back is compared byte for byte; the service counted every write of the run in \`| Raw writes:\`)."
   echo "- **Reads are verified** (image format v2, \`--gga-format v2\`, the default): every half carries a 16-byte entry (generation, crc32c of the plain block, lz4 or raw), and every block read is checked against its crc32c before it is answered (a mismatch falls back to the other pair). The service CPU per block of every gga row includes that check, and the raw codec baselines include a crc32c of the block for each read and each write."
-  echo "- **Degraded** rows: the data 1 target is killed (SIGKILL) once the initiator prints \"running ...\" (the service's data path must have started: a target lost before it ends the session); the service notices within a fraction of a second and logs \"serving degraded\", and the run goes on without an error: reads rebuild data 1's half from data 2 and the parity (EC decode), writes go to data 2 and the parity (\`| Degraded writes:\`). The CPU window opens ${WARM} s after \"serving degraded\"; the run has no pilot (it is sized from the healthy case's rate) and runs the initiator with \`--progress\`: the IOPS and the blocks per second behind the CPU per block are those between the first progress line printed after \"serving degraded\" and the last one, while mean / p50 / p99 cover the whole run, the kill included."
+  echo "- **Degraded** rows: the data 1 target is killed (SIGKILL) once the initiator prints \"running ...\" (the service's data path must have started: a target lost before it ends the session); the service notices within a fraction of a second and logs \"serving degraded\", and the run goes on without an error: reads rebuild data 1's half from data 2 and the parity (EC decode), writes go to data 2 and the parity (\`| Degraded writes:\`). The CPU window opens ${DEGRADED_SETTLE} s after \"serving degraded\", to measure the steady degraded state (right after the loss the service settles what was in flight to the lost target and retires that IO's slot; the lowest one-second rate after the kill is listed below the table). The run has no pilot (it is sized from the healthy case's rate) and runs the initiator with \`--progress\`: the IOPS of a degraded row, and the blocks behind its CPU per block, are the operations completed inside the window (interpolated between the once-a-second progress lines around its edges) over its length, while mean / p50 / p99 cover the whole run, the kill included."
   echo "- **Rebuild rate**: not measured: online rebuild is not implemented (a lost target is served degraded for the rest of the session; a blank replacement target is filled only by the reads of its blocks, see README)."
   echo "- Processes per case (fresh each time; PORTn from the targets' \"listening on port\" lines, NAME a fresh channel name): targets \`zcstore_target_rdma -d $DEV --cpu $TCPU --listen-port 0 --poll-mode $POLL --binary-content data_1.sbc|data_2.sbc|data_p.sbc\`; service \`zcstore_comch_to_rdma_gga_offload --data-1-storage 127.0.0.1:PORT1 --data-2-storage 127.0.0.1:PORT2 --data-p-storage 127.0.0.1:PORT3 --matrix-type vandermonde --trigger-recovery-read-every-n 0|1 --gga-format v2 -d $DEV -r auto --cpu $SCPU --command-channel-name NAME --poll-mode $POLL\`; initiator \`zcstore_initiator_comch -d $DEV --cpu $CCPU --execution-strategy read_throughput_test|write_throughput_test|read_write_data_validity_test --run-limit-operation-count N --transaction-count QD --command-channel-name NAME --poll-mode $POLL --stats-json FILE --no-progress\`. Zero-copy: one target \`--block-size B --block-count $((STORAGE >> 20))·2^20/B --binary-content PLAIN --poll-mode $ZC_TPOLL\` and \`zcstore_comch_to_rdma_zero_copy --storage-server 127.0.0.1:PORT ...\` with the same flags. A pilot run per case measures its rate; N is then set so that the measured run lasts about ${WARM} + ${SECS} s and more."
   echo "- IOPS = operation_count / duration_seconds of the initiator's stats JSON; latencies its latency_us fields (submitted → response received, whole µs; p50/p99 up to ~3 % high, histogram bucket edges). **Service CPU µs / block** = (utime + stime of the service process from /proc/PID/stat at the end of a window − at its start) / CLK_TCK ($CLK_TCK Hz) / (IOPS × window length × blocks per IO); the window opens ${WARM} s after the initiator starts (past connecting and the control steps) and lasts ${SECS} s; it only counts when the initiator was still running at its end. **Raw codec µs / block**: the cpu time per block of zc_accel_bench's raw rows below (liblz4 \`LZ4_compress_default\` / \`LZ4_decompress_safe\`, ISA-L \`ec_encode_data\` and \`crc32_iscsi\`, memcpy, cycling over 256 blocks of the same text; Google Benchmark, \`--benchmark_min_time=0.2\`, pinned to cpu $SCPU) for what the service does per block (the IO column says which): a read decompresses one image and checks its crc32c; a recovery read (and a degraded read) also rebuilds a half; a write computes the crc32c, compresses and encodes; a raw read copies the block out and checks its crc32c; a raw write tries LZ4 on random data (it runs to the end and does not fit), computes the crc32c and encodes. **Zero-copy CPU + 1.5 × raw**: the aim stated against the zero-copy service: the gga service's CPU per block should stay under the zero-copy service's (its rows of the same block size and depth in this run: read for the reads, write for the writes, their mean for a write + read-back) plus 1.5× the raw codec cost; the zero-copy target busy-polls alone on its core while the gga targets share one in event mode (see Placement)."
