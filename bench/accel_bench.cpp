@@ -13,17 +13,23 @@
 //
 //   zc_accel_bench [Google Benchmark flags] [--sizes 8192,16384]
 //
+// *_random: random blocks, which do not compress: format v2 stores them raw after the LZ4 attempt
+// (the compressor runs to the end and the image does not fit). crc32c: the checksum format v2 keeps
+// per block and checks on every read (raw: ISA-L crc32_iscsi; zc: core::crc32c).
 // Every benchmark reports per-block time (real and cpu); the label holds the compressed size.
 #include <benchmark/benchmark.h>
+#include <isa-l/crc.h>
 #include <isa-l/erasure_code.h>
 #include <lz4.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -32,6 +38,7 @@
 #include "accel/lz4_engine.hpp"
 #include "common.hpp"
 #include "core/buffer.hpp"
+#include "core/crc32c.hpp"
 #include "core/memory_map.hpp"
 #include "core/progress_engine.hpp"
 
@@ -42,6 +49,9 @@ using namespace zc;
 constexpr size_t block_count = 256;
 
 using bench::die;
+
+// What a block_set's blocks hold.
+enum class content { text, zeros, random };
 
 // The plain file zcstore_local gga makes (apps/local/gga_launcher.cpp, compressible_text).
 std::vector<uint8_t> compressible_text(size_t size) {
@@ -55,6 +65,17 @@ std::vector<uint8_t> compressible_text(size_t size) {
   }
   text.resize(size);
   return {text.begin(), text.end()};
+}
+
+// Random bytes (a fixed seed: every run measures the same blocks); LZ4 finds nothing to compress.
+std::vector<uint8_t> random_bytes(size_t size) {
+  std::mt19937_64 rng(0x67676121);
+  std::vector<uint8_t> out(size);
+  for (size_t i = 0; i < size; i += sizeof(uint64_t)) {
+    const uint64_t v = rng();
+    std::memcpy(out.data() + i, &v, std::min(sizeof v, size - i));
+  }
+  return out;
 }
 
 // Memory the zcstore engines can address: one memory map, buffers handed out from it.
@@ -98,9 +119,10 @@ struct block_set {
   std::vector<std::vector<char>> lz4_blocks;
   size_t compressed_total = 0;
 
-  explicit block_set(size_t b, bool zeros) : size(b), mem(4 * block_count * b + 1024) {
-    const auto text =
-        zeros ? std::vector<uint8_t>(block_count * b, 0) : compressible_text(block_count * b);
+  explicit block_set(size_t b, content what) : size(b), mem(4 * block_count * b + 1024) {
+    const auto text = what == content::zeros    ? std::vector<uint8_t>(block_count * b, 0)
+                      : what == content::random ? random_bytes(block_count * b)
+                                                : compressible_text(block_count * b);
     std::vector<char> scratch(static_cast<size_t>(LZ4_compressBound(int(b))));
     for (size_t i = 0; i < block_count; ++i) {
       plain.push_back(mem.take(b));
@@ -134,8 +156,8 @@ struct isal_tables {
 
 // ---- raw: liblz4 and ISA-L directly
 
-void raw_lz4_compress(benchmark::State& state, bool zeros) {
-  block_set set(size_t(state.range(0)), zeros);
+void raw_lz4_compress(benchmark::State& state, content what) {
+  block_set set(size_t(state.range(0)), what);
   std::vector<char> out(size_t(LZ4_compressBound(int(set.size))));
   size_t i = 0;
   for (auto _ : state) {
@@ -149,7 +171,7 @@ void raw_lz4_compress(benchmark::State& state, bool zeros) {
 }
 
 void raw_lz4_decompress(benchmark::State& state) {
-  block_set set(size_t(state.range(0)), false);
+  block_set set(size_t(state.range(0)), content::text);
   std::vector<char> out(set.size);
   size_t i = 0;
   for (auto _ : state) {
@@ -165,7 +187,7 @@ void raw_lz4_decompress(benchmark::State& state) {
 // Encode: P from the two halves of a block. Decode: D1 from D2 and P (the same kernel, another
 // table; the recovery read's work).
 void raw_ec(benchmark::State& state, bool decode) {
-  block_set set(size_t(state.range(0)), false);
+  block_set set(size_t(state.range(0)), content::text);
   const isal_tables t;
   const int h = int(set.half());
   std::vector<uint8_t> out(set.half()), parity(set.half());
@@ -183,7 +205,7 @@ void raw_ec(benchmark::State& state, bool decode) {
 }
 
 void raw_memcpy(benchmark::State& state) {
-  block_set set(size_t(state.range(0)), false);
+  block_set set(size_t(state.range(0)), content::text);
   std::vector<uint8_t> out(set.size);
   size_t i = 0;
   for (auto _ : state) {
@@ -194,11 +216,26 @@ void raw_memcpy(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(set.size));
 }
 
+// The checksum of one plain block: ISA-L's crc32_iscsi, as core::crc32c calls it.
+void raw_crc32c(benchmark::State& state) {
+  block_set set(size_t(state.range(0)), content::text);
+  size_t i = 0;
+  for (auto _ : state) {
+    const uint32_t crc = ~crc32_iscsi(set.plain[i], int(set.size), 0xFFFFFFFFu);
+    benchmark::DoNotOptimize(crc);
+    i = (i + 1) % block_count;
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(set.size));
+}
+
 // ---- zc: the src/accel engines, one task at a time through a progress engine
 
 struct engines {
   core::progress_engine pe{core::poll_mode::busy};
   uint64_t done = 0, failed = 0;
+  // A compress that finds the block incompressible (too_big) counts as done: the v2 service then
+  // stores the block raw.
+  bool too_big_is_done = false;
   accel::lz4_engine lz4;
   accel::ec_engine ec;
   accel::dma_engine dma;
@@ -209,7 +246,10 @@ struct engines {
              .decompress_tasks = 1,
              .max_block_size = max_block,
              .on_compress_done = [this](accel::lz4_compress_task& t) { finish(t, true); },
-             .on_compress_error = [this](accel::lz4_compress_task& t) { finish(t, false); },
+             .on_compress_error =
+                 [this](accel::lz4_compress_task& t) {
+                   finish(t, too_big_is_done && t.result() == status::too_big);
+                 },
              .on_decompress_done = [this](accel::lz4_decompress_task& t) { finish(t, true); },
              .on_decompress_error = [this](accel::lz4_decompress_task& t) { finish(t, false); }}),
         ec(pe, {.create_tasks = 1,
@@ -271,9 +311,10 @@ void engine_loop(benchmark::State& state, const block_set& set, engines& e, Engi
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(set.size));
 }
 
-void zc_lz4_compress(benchmark::State& state, bool zeros) {
-  block_set set(size_t(state.range(0)), zeros);
+void zc_lz4_compress(benchmark::State& state, content what) {
+  block_set set(size_t(state.range(0)), what);
   engines e(set.size);
+  e.too_big_is_done = what == content::random;
   const auto src = plain_buffers(set, 0, set.size);
   core::buffer& dst = set.mem.empty(set.mem.take(set.size), set.size);
   engine_loop(state, set, e, e.lz4, dst,
@@ -281,7 +322,7 @@ void zc_lz4_compress(benchmark::State& state, bool zeros) {
 }
 
 void zc_lz4_decompress(benchmark::State& state) {
-  block_set set(size_t(state.range(0)), false);
+  block_set set(size_t(state.range(0)), content::text);
   engines e(set.size);
   // The images, made by the engine itself.
   std::vector<core::buffer*> images;
@@ -298,7 +339,7 @@ void zc_lz4_decompress(benchmark::State& state) {
 // Encode: P from D1 and D2. Decode: D1 from D2 and P (the first half stands in for P: the same
 // work).
 void zc_ec(benchmark::State& state, bool decode) {
-  block_set set(size_t(state.range(0)), false);
+  block_set set(size_t(state.range(0)), content::text);
   engines e(set.size);
   const size_t h = set.half();
   const auto first = plain_buffers(set, 0, h), second = plain_buffers(set, h, h);
@@ -314,12 +355,23 @@ void zc_ec(benchmark::State& state, bool decode) {
 }
 
 void zc_memcpy(benchmark::State& state) {
-  block_set set(size_t(state.range(0)), false);
+  block_set set(size_t(state.range(0)), content::text);
   engines e(set.size);
   const auto src = plain_buffers(set, 0, set.size);
   core::buffer& dst = set.mem.empty(set.mem.take(set.size), set.size);
   engine_loop(state, set, e, e.dma, dst,
               [&](size_t i) { return e.dma.allocate_memcpy(*src[i], dst); });
+}
+
+void zc_crc32c(benchmark::State& state) {
+  block_set set(size_t(state.range(0)), content::text);
+  size_t i = 0;
+  for (auto _ : state) {
+    const uint32_t crc = core::crc32c({set.plain[i], set.size});
+    benchmark::DoNotOptimize(crc);
+    i = (i + 1) % block_count;
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(set.size));
 }
 
 void register_all() {
@@ -328,18 +380,22 @@ void register_all() {
     for (size_t s : sizes) b->Arg(int64_t(s));
     b->Unit(benchmark::kNanosecond);
   };
-  reg("raw/lz4_compress", [](benchmark::State& s) { raw_lz4_compress(s, false); });
-  reg("raw/lz4_compress_zeros", [](benchmark::State& s) { raw_lz4_compress(s, true); });
+  reg("raw/lz4_compress", [](benchmark::State& s) { raw_lz4_compress(s, content::text); });
+  reg("raw/lz4_compress_zeros", [](benchmark::State& s) { raw_lz4_compress(s, content::zeros); });
+  reg("raw/lz4_compress_random", [](benchmark::State& s) { raw_lz4_compress(s, content::random); });
   reg("raw/lz4_decompress", raw_lz4_decompress);
   reg("raw/ec_encode", [](benchmark::State& s) { raw_ec(s, false); });
   reg("raw/ec_decode", [](benchmark::State& s) { raw_ec(s, true); });
   reg("raw/memcpy", raw_memcpy);
-  reg("zc/lz4_compress", [](benchmark::State& s) { zc_lz4_compress(s, false); });
-  reg("zc/lz4_compress_zeros", [](benchmark::State& s) { zc_lz4_compress(s, true); });
+  reg("raw/crc32c", raw_crc32c);
+  reg("zc/lz4_compress", [](benchmark::State& s) { zc_lz4_compress(s, content::text); });
+  reg("zc/lz4_compress_zeros", [](benchmark::State& s) { zc_lz4_compress(s, content::zeros); });
+  reg("zc/lz4_compress_random", [](benchmark::State& s) { zc_lz4_compress(s, content::random); });
   reg("zc/lz4_decompress", zc_lz4_decompress);
   reg("zc/ec_encode", [](benchmark::State& s) { zc_ec(s, false); });
   reg("zc/ec_decode", [](benchmark::State& s) { zc_ec(s, true); });
   reg("zc/dma_memcpy", zc_memcpy);
+  reg("zc/crc32c", zc_crc32c);
 }
 
 }  // namespace
