@@ -245,6 +245,48 @@ std::string validate_reads(const gga_options& o, uint32_t blocks_per_io = 1) {
   return svc;
 }
 
+// What host-driven tests share: the IO types, the capacity of blank test targets in format v2.
+constexpr auto io_read = static_cast<uint32_t>(storage::io_message_type::read);
+constexpr auto io_write = static_cast<uint32_t>(storage::io_message_type::write);
+
+uint32_t v2_blocks() {
+  return static_cast<uint32_t>(
+      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, gga_block_size / 2)
+          .blocks_in(gga_block_count));
+}
+
+// One IO of `blocks` blocks between host region offset `at` and block `first`, which must succeed.
+void expect_io(gga_pipeline& p, host& h, uint32_t type, uint64_t first, uint32_t blocks,
+               uint64_t at = 0) {
+  auto r = h.io(type, 1000 + first, blocks * gga_block_size, at, first * gga_block_size);
+  ASSERT_TRUE(r) << p.all_output();
+  ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+}
+
+// One session of a host on blank keep-serving targets that writes `data` from block 0; then the
+// service is stopped, for the test to replace targets before the next one.
+void write_in_a_first_session(gga_pipeline& p, const std::vector<char>& data) {
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  {
+    host h(p.channel(), {gga_block_size, v2_blocks()});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    std::memcpy(h.region().data(), data.data(), data.size());
+    ASSERT_NO_FATAL_FAILURE(
+        expect_io(p, h, io_write, 0, static_cast<uint32_t>(data.size() / gga_block_size)));
+  }
+  p.service->signal(SIGINT);
+  ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+}
+
+// Reads blocks 0.. into the host region and compares them with `data`.
+void expect_blocks(gga_pipeline& p, host& h, const std::vector<char>& data) {
+  std::memset(h.region().data(), 0, data.size());
+  ASSERT_NO_FATAL_FAILURE(
+      expect_io(p, h, io_read, 0, static_cast<uint32_t>(data.size() / gga_block_size)));
+  EXPECT_EQ(std::memcmp(h.region().data(), data.data(), data.size()), 0) << p.all_output();
+}
+
 TEST(gga_pipeline, reads_validate_against_the_plain_file_vandermonde) {
   const std::string svc = validate_reads({.matrix = "vandermonde"});
   EXPECT_NE(svc.find("| Recovery count: 0\n"), std::string::npos) << svc;
@@ -343,11 +385,8 @@ TEST(gga_pipeline, keep_serving_takes_one_initiator_after_another) {
 // raw writes and the verified reads.
 TEST(gga_pipeline, incompressible_writes_are_stored_raw_and_read_back) {
   gga_pipeline p({.recovery_every_n = 3});
-  // Blank targets of gga_block_count blocks hold this many v2 slots (the host's capacity).
-  const uint64_t blocks =
-      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, gga_block_size / 2)
-          .blocks_in(gga_block_count);
-  std::vector<char> noise = content_bytes(size_t(gga_block_size) * blocks, 11);
+  // As big as blank targets of gga_block_count blocks make the volume.
+  std::vector<char> noise = content_bytes(size_t(gga_block_size) * v2_blocks(), 11);
   {
     std::ofstream(p.path("noise.bin"), std::ios::binary)
         .write(noise.data(), static_cast<std::streamsize>(noise.size()));
@@ -499,8 +538,7 @@ TEST_P(degraded_write, writes_go_on_to_the_two_targets_left_and_read_back) {
   gga_pipeline p({});
   ASSERT_TRUE(p.start_targets(false)) << p.all_output();
   ASSERT_TRUE(p.start_service()) << p.all_output();
-  const auto blocks = static_cast<uint32_t>(
-      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, b / 2).blocks_in(gga_block_count));
+  const uint32_t blocks = v2_blocks();
   constexpr auto read = static_cast<uint32_t>(storage::io_message_type::read);
   constexpr auto write = static_cast<uint32_t>(storage::io_message_type::write);
   std::vector<char> expected = content_bytes(uint64_t(b) * count, 31);
@@ -544,45 +582,22 @@ INSTANTIATE_TEST_SUITE_P(gga_pipeline, degraded_write, ::testing::Values(size_t(
 // every block from the replacement and the third target, byte for byte.
 // With --rebuild-rate 0 (no background rebuild).
 TEST(gga_pipeline, a_blank_replacement_target_is_filled_by_the_reads) {
-  constexpr uint32_t b = gga_block_size;
   constexpr uint32_t count = 16;
   gga_pipeline p({.target_flags = {"--keep-serving"}, .service_flags = {"--rebuild-rate", "0"}});
-  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
-  ASSERT_TRUE(p.start_service()) << p.all_output();
-  const auto blocks = static_cast<uint32_t>(
-      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, b / 2).blocks_in(gga_block_count));
-  constexpr auto read = static_cast<uint32_t>(storage::io_message_type::read);
-  constexpr auto write = static_cast<uint32_t>(storage::io_message_type::write);
-  const std::vector<char> data = content_bytes(uint64_t(b) * count, 41);
-  auto read_all = [&](host& h) {
-    std::memset(h.region().data(), 0, data.size());
-    auto r = h.io(read, 7, count * b, 0, 0);
-    ASSERT_TRUE(r) << p.all_output();
-    ASSERT_EQ(r->view().result(), status::success) << p.all_output();
-    EXPECT_EQ(std::memcmp(h.region().data(), data.data(), data.size()), 0) << p.all_output();
-  };
-  {
-    host h(p.channel(), {b, blocks});
-    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
-    std::memcpy(h.region().data(), data.data(), data.size());
-    auto r = h.io(write, 1, count * b, 0, 0);
-    ASSERT_TRUE(r) << p.all_output();
-    ASSERT_EQ(r->view().result(), status::success) << p.all_output();
-  }
+  const std::vector<char> data = content_bytes(uint64_t(gga_block_size) * count, 41);
+  ASSERT_NO_FATAL_FAILURE(write_in_a_first_session(p, data));
   // Data 2 is replaced by a blank target; a new service reads every block through it.
-  p.service->signal(SIGINT);
-  ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
   p.targets[1]->signal(SIGKILL);
   ASSERT_TRUE(p.start_target(1, false)) << p.all_output();
   ASSERT_TRUE(p.start_service()) << p.all_output();
   {
-    host h(p.channel(), {b, blocks});
+    host h(p.channel(), {gga_block_size, v2_blocks()});
     ASSERT_TRUE(h.walk_to_running()) << p.all_output();
-    ASSERT_NO_FATAL_FAILURE(read_all(h));
+    ASSERT_NO_FATAL_FAILURE(expect_blocks(p, h, data));
     // Data 1 goes: every block now needs the replacement's slot.
     p.targets[0]->signal(SIGKILL);
     ASSERT_TRUE(p.service->wait_for_output("serving degraded", run_timeout)) << p.all_output();
-    ASSERT_NO_FATAL_FAILURE(read_all(h));
+    ASSERT_NO_FATAL_FAILURE(expect_blocks(p, h, data));
   }
   p.service->signal(SIGINT);
   EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
@@ -745,8 +760,7 @@ TEST_P(torn_write, reads_the_whole_old_or_the_whole_new_block_on_every_path) {
   gga_pipeline p(o);
   ASSERT_TRUE(p.start_targets(false)) << p.all_output();
   ASSERT_TRUE(p.start_service()) << p.all_output();
-  const auto blocks = static_cast<uint32_t>(
-      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, b / 2).blocks_in(gga_block_count));
+  const uint32_t blocks = v2_blocks();
   const std::vector<char> old_data = content_bytes(uint64_t(b) * first_writes, 21);
   const std::vector<char> new_data = content_bytes(b, 22);
   constexpr auto read = static_cast<uint32_t>(storage::io_message_type::read);
@@ -808,45 +822,25 @@ INSTANTIATE_TEST_SUITE_P(gga_pipeline, torn_write,
 // rebuilds every block's slot on it at --rebuild-rate while it serves IO, logging its progress;
 // once it is done, the replacement and one other target give back every block without the third.
 TEST(gga_pipeline, a_blank_replacement_target_is_rebuilt_in_the_background) {
-  constexpr uint32_t b = gga_block_size;
   constexpr uint32_t count = 16;
   gga_pipeline p({.target_flags = {"--keep-serving"}});
-  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
-  ASSERT_TRUE(p.start_service()) << p.all_output();
-  const auto blocks = static_cast<uint32_t>(
-      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, b / 2).blocks_in(gga_block_count));
-  constexpr auto read = static_cast<uint32_t>(storage::io_message_type::read);
-  constexpr auto write = static_cast<uint32_t>(storage::io_message_type::write);
-  const std::vector<char> data = content_bytes(uint64_t(b) * count, 43);
-  {
-    host h(p.channel(), {b, blocks});
-    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
-    std::memcpy(h.region().data(), data.data(), data.size());
-    auto r = h.io(write, 1, count * b, 0, 0);
-    ASSERT_TRUE(r) << p.all_output();
-    ASSERT_EQ(r->view().result(), status::success) << p.all_output();
-  }
-  p.service->signal(SIGINT);
-  ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  const std::vector<char> data = content_bytes(uint64_t(gga_block_size) * count, 43);
+  ASSERT_NO_FATAL_FAILURE(write_in_a_first_session(p, data));
   p.targets[2]->signal(SIGKILL);  // the parity: no read would ever look at its slots
   ASSERT_TRUE(p.start_target(2, false)) << p.all_output();
   ASSERT_TRUE(p.start_service()) << p.all_output();
-  host h(p.channel(), {b, blocks});
+  host h(p.channel(), {gga_block_size, v2_blocks()});
   ASSERT_TRUE(h.walk_to_running()) << p.all_output();
   ASSERT_TRUE(p.service->wait_for_output("rebuild done", run_timeout)) << p.all_output();
   EXPECT_NE(
-      p.service->output().find("rebuild done: " + std::to_string(blocks) + " blocks checked, " +
-                               std::to_string(count) + " slots rewritten"),
+      p.service->output().find("rebuild done: " + std::to_string(v2_blocks()) +
+                               " blocks checked, " + std::to_string(count) + " slots rewritten"),
       std::string::npos)
       << p.all_output();
   // Data 2 goes: every block now needs the rebuilt parity.
   p.targets[1]->signal(SIGKILL);
   ASSERT_TRUE(p.service->wait_for_output("serving degraded", run_timeout)) << p.all_output();
-  std::memset(h.region().data(), 0, data.size());
-  auto r = h.io(read, 7, count * b, 0, 0);
-  ASSERT_TRUE(r) << p.all_output();
-  ASSERT_EQ(r->view().result(), status::success) << p.all_output();
-  EXPECT_EQ(std::memcmp(h.region().data(), data.data(), data.size()), 0) << p.all_output();
+  ASSERT_NO_FATAL_FAILURE(expect_blocks(p, h, data));
 }
 
 // Two data targets replaced by blank ones: their blank slots agree with each other, but the parity
@@ -855,37 +849,19 @@ TEST(gga_pipeline, a_blank_replacement_target_is_rebuilt_in_the_background) {
 TEST(gga_pipeline, two_blank_replacements_do_not_pass_written_blocks_off_as_zeros) {
   constexpr uint32_t b = gga_block_size;
   gga_pipeline p({.target_flags = {"--keep-serving"}});
-  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
-  ASSERT_TRUE(p.start_service()) << p.all_output();
-  const auto blocks = static_cast<uint32_t>(
-      zc::accel::gga_slot_layout::of(zc::accel::gga_format::v2, b / 2).blocks_in(gga_block_count));
-  constexpr auto read = static_cast<uint32_t>(storage::io_message_type::read);
-  constexpr auto write = static_cast<uint32_t>(storage::io_message_type::write);
-  {
-    host h(p.channel(), {b, blocks});
-    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
-    const std::vector<char> data = content_bytes(b, 51);
-    std::memcpy(h.region().data(), data.data(), b);
-    auto r = h.io(write, 1, b, 0, 0);
-    ASSERT_TRUE(r) << p.all_output();
-    ASSERT_EQ(r->view().result(), status::success) << p.all_output();
-  }
-  p.service->signal(SIGINT);
-  ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  ASSERT_NO_FATAL_FAILURE(write_in_a_first_session(p, content_bytes(b, 51)));
   for (size_t k : {size_t(0), size_t(1)}) {
     p.targets[k]->signal(SIGKILL);
     ASSERT_TRUE(p.start_target(k, false)) << p.all_output();
   }
   ASSERT_TRUE(p.start_service()) << p.all_output();
-  host h(p.channel(), {b, blocks});
+  host h(p.channel(), {b, v2_blocks()});
   ASSERT_TRUE(h.walk_to_running()) << p.all_output();
-  auto r = h.io(read, 2, b, 0, 0);
+  auto r = h.io(io_read, 2, b, 0, 0);
   ASSERT_TRUE(r) << p.all_output();
   EXPECT_EQ(r->view().result(), status::io_failed) << p.all_output();
   std::memset(h.region().data(), 0x77, b);
-  r = h.io(read, 3, b, 0, uint64_t(b) * 5);
-  ASSERT_TRUE(r) << p.all_output();
-  ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+  ASSERT_NO_FATAL_FAILURE(expect_io(p, h, io_read, 5, 1));
   EXPECT_EQ(std::vector<char>(h.region().data(), h.region().data() + b), std::vector<char>(b, 0));
 }
 
