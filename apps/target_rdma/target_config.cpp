@@ -54,6 +54,9 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
                  "(above 1: needs --keep-serving)")
       ->capture_default_str()
       ->check(CLI::Range(1u, max_sessions_limit));
+  app.add_option("--fail-reads-after", out.fail_reads_after,
+                 "Fault injection for tests: refuse every read after the first N with IO_FAILED")
+      ->group("Testing");
   app.add_option("--fail-writes-after", out.fail_writes_after,
                  "Fault injection for tests: refuse every write after the first N with IO_FAILED")
       ->group("Testing");

@@ -63,12 +63,14 @@ std::unique_ptr<target_storage> target_storage::in_memory(uint64_t capacity) {
 
 std::unique_ptr<target_storage> target_storage::open(storage_options& config) {
   auto with_faults = [&config](std::unique_ptr<target_storage> s) {
-    if (config.fail_writes_after) {
-      s->writes_limited_ = true;
-      s->writes_left_.store(*config.fail_writes_after, std::memory_order_relaxed);
+    s->reads_.set(config.fail_reads_after);
+    s->writes_.set(config.fail_writes_after);
+    if (config.fail_reads_after)
+      ZC_LOG_WARN("fault injection: every read after the first {} is refused",
+                  *config.fail_reads_after);
+    if (config.fail_writes_after)
       ZC_LOG_WARN("fault injection: every write after the first {} is refused",
                   *config.fail_writes_after);
-    }
     return s;
   };
   const std::string& path = config.backing_file;

@@ -25,8 +25,9 @@ struct storage_options {
   uint32_t block_size = 4096;
   // On the command line (or in the JSON file): an existing backing file must then match exactly.
   bool block_count_given = false;
-  // Fault injection for tests (--fail-writes-after N): every write after the first N is refused
-  // with IO_FAILED and not done, as a failing disk would.
+  // Fault injection for tests (--fail-reads-after N, --fail-writes-after N): every read (write)
+  // after the first N is refused with IO_FAILED and not done, as a failing disk would.
+  std::optional<uint64_t> fail_reads_after;
   std::optional<uint64_t> fail_writes_after;
 };
 
@@ -50,16 +51,11 @@ class target_storage {
   target_storage& operator=(const target_storage&) = delete;
 
   core::memory_map& map() noexcept { return *map_; }
-  // False when the write about to be done must be refused instead (storage_options::
-  // fail_writes_after). Any thread.
-  bool admit_write() noexcept {
-    if (!writes_limited_) return true;
-    uint64_t left = writes_left_.load(std::memory_order_relaxed);
-    while (left != 0 &&
-           !writes_left_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
-    }
-    return left != 0;
-  }
+  // False when the read or write about to be done must be refused instead (storage_options::
+  // fail_reads_after, fail_writes_after). Any thread.
+  bool admit_read() noexcept { return reads_.admit(); }
+  bool admit_write() noexcept { return writes_.admit(); }
+
   bool durable() const noexcept { return mapping_ != nullptr; }
   // Makes every write that completed before the call durable: msync(MS_SYNC) of the whole
   // mapping, which blocks the caller for as long as the file system takes to write back the dirty
@@ -74,8 +70,24 @@ class target_storage {
   uint8_t* mapping_ = nullptr;  // backing file only; unmapped after map_ is gone
   size_t mapping_length_ = 0;
   std::unique_ptr<core::memory_map> map_;
-  bool writes_limited_ = false;
-  std::atomic<uint64_t> writes_left_{0};
+  // Fault injection: IOs of one kind done before every later one is refused.
+  struct fault_budget {
+    bool limited = false;
+    std::atomic<uint64_t> left{0};
+    void set(std::optional<uint64_t> n) noexcept {
+      limited = n.has_value();
+      left.store(n.value_or(0), std::memory_order_relaxed);
+    }
+    bool admit() noexcept {
+      if (!limited) return true;
+      uint64_t n = left.load(std::memory_order_relaxed);
+      while (n != 0 && !left.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
+      }
+      return n != 0;
+    }
+  };
+  fault_budget reads_;
+  fault_budget writes_;
 };
 
 }  // namespace zc::target

@@ -284,9 +284,11 @@ void target_worker::io_path::on_request(slot& s) {
     respond(s, status::invalid_value);
     return;
   }
-  if (type == io_message_type::write && !store_.admit_write()) {
+  if (type == io_message_type::write ? !store_.admit_write() : !store_.admit_read()) {
     ::zc::log::print(::zc::log::source::app, refusal_level(),
-                     "worker {}: write refused (fault injection: --fail-writes-after)", cpu_);
+                     "worker {}: {} refused (fault injection: --fail-{}s-after)", cpu_,
+                     type == io_message_type::write ? "write" : "read",
+                     type == io_message_type::write ? "write" : "read");
     ++errors_;
     respond(s, status::io_failed);
     return;

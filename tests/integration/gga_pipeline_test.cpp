@@ -186,6 +186,9 @@ class gga_pipeline {
   // The service's --matrix-type when it differs from the generator's.
   void set_service_matrix(std::string m) { service_matrix_ = std::move(m); }
   void set_recovery_every_n(uint64_t n) { options_.recovery_every_n = n; }
+  void set_target_flags(size_t i, std::vector<std::string> flags) {
+    options_.flags_of_target[i] = std::move(flags);
+  }
   // The service's --gga-format when it differs from the generator's --format.
   void set_service_format(std::string f) { service_format_ = std::move(f); }
 
@@ -705,6 +708,37 @@ TEST(gga_pipeline, a_damaged_parity_half_is_found_by_a_recovery_read_and_rewritt
       p.service->output().find("storage target 2: slot at " + std::to_string(12 * (b / 2 + 16)) +
                                " was bad and is rewritten"),
       std::string::npos)
+      << p.all_output();
+}
+
+// A target that answers reads with an error (a failing disk; after its label read) makes no read
+// fail: each block is rebuilt from the two other slots, checked, and returned.
+TEST(gga_pipeline, a_target_that_fails_its_reads_is_served_around) {
+  gga_pipeline p({});
+  const auto plain = compressible_content(size_t(gga_block_size) * gga_block_count);
+  ASSERT_TRUE(p.generate(plain)) << p.all_output();
+  ASSERT_TRUE(p.start_targets()) << p.all_output();
+  // Data 2 replaced by the same image on a target that refuses every read after the label's.
+  p.targets[1]->signal(SIGKILL);
+  p.set_target_flags(1, {"--fail-reads-after", "1"});
+  ASSERT_TRUE(p.start_target(1, true)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  p.start_initiator("read_only_data_validity_test",
+                    {"--storage-plain-content", p.path("plain.bin"), "--transaction-count", "8"});
+  ASSERT_EQ(p.initiator->wait(run_timeout), std::optional<int>(0)) << p.all_output();
+  EXPECT_EQ(p.initiator->output().find("Test failed"), std::string::npos) << p.all_output();
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  // The failing target counts its refusals as errors (exit 1); the others end cleanly.
+  EXPECT_EQ(p.targets[0]->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  EXPECT_EQ(p.targets[1]->wait(start_timeout), std::optional<int>(1)) << p.all_output();
+  EXPECT_EQ(p.targets[2]->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  const std::string svc = p.service->output();
+  EXPECT_NE(svc.find("| Operation count: " + std::to_string(gga_run_limit) + "\n"),
+            std::string::npos)
+      << svc;
+  EXPECT_EQ(svc.find("| Degraded rebuilds: 0\n"), std::string::npos) << svc;
+  EXPECT_NE(svc.find("| Unrecoverable reads: 0\n"), std::string::npos) << svc;
+  EXPECT_NE(p.targets[1]->output().find("read refused (fault injection"), std::string::npos)
       << p.all_output();
 }
 
