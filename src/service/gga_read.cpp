@@ -126,18 +126,10 @@ void gga_worker::io_path::recover(transaction& t, uint32_t lost_half) noexcept {
   (void)t.d2->set_data(t.d2->head(), lost_half == 1 ? 0 : h);
   (void)t.parity->set_data(t.parity->head(), h);
   // Survivors in stripe order; the rebuilt half lands in its own place in the chunk.
-  accel::ec_recover_task* task =
-      lost_half == 0 ? ec_->allocate_recover(config_.matrix, 0, *t.d2, *t.parity, *t.d1)
-                     : ec_->allocate_recover(config_.matrix, 1, *t.d1, *t.parity, *t.d2);
-  if (task == nullptr) {
-    fail(t, "no EC recover task", status::no_memory);
-    return;
-  }
-  task->set_user_data(core::make_user_data(index(t)));
-  if (status r = ec_->submit(*task); !ok(r)) {
-    task->free();
-    fail(t, "EC recover not submitted", r);
-  }
+  submit_task(t, *ec_,
+              lost_half == 0 ? ec_->allocate_recover(config_.matrix, 0, *t.d2, *t.parity, *t.d1)
+                             : ec_->allocate_recover(config_.matrix, 1, *t.d1, *t.parity, *t.d2),
+              "no EC recover task", "EC recover not submitted");
 }
 
 void gga_worker::io_path::decode(transaction& t) noexcept {
@@ -233,32 +225,16 @@ void gga_worker::io_path::block_done(transaction& t) noexcept {
 void gga_worker::io_path::decompress(transaction& t) noexcept {
   (void)t.image->set_data(t.image->head(), block_size());
   (void)t.host->set_data(host_block(t), 0);
-  accel::lz4_decompress_task* task = lz4_->allocate_decompress(*t.image, *t.host);
-  if (task == nullptr) {
-    fail(t, "no decompress task", status::no_memory);
-    return;
-  }
-  task->set_user_data(core::make_user_data(index(t)));
-  if (status r = lz4_->submit(*task); !ok(r)) {
-    task->free();
-    fail(t, "decompress not submitted", r);
-  }
+  submit_task(t, *lz4_, lz4_->allocate_decompress(*t.image, *t.host), "no decompress task",
+              "decompress not submitted");
 }
 
 // A block stored raw: its image is the block.
 void gga_worker::io_path::copy_to_host(transaction& t) noexcept {
   (void)t.image->set_data(t.image->head(), block_size());
   (void)t.host->set_data(host_block(t), 0);
-  accel::dma_memcpy_task* task = dma_->allocate_memcpy(*t.image, *t.host);
-  if (task == nullptr) {
-    fail(t, "no DMA task", status::no_memory);
-    return;
-  }
-  task->set_user_data(core::make_user_data(index(t)));
-  if (status r = dma_->submit(*task); !ok(r)) {
-    task->free();
-    fail(t, "DMA not submitted", r);
-  }
+  submit_task(t, *dma_, dma_->allocate_memcpy(*t.image, *t.host), "no DMA task",
+              "DMA not submitted");
 }
 
 }  // namespace zc::service

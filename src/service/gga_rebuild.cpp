@@ -45,7 +45,8 @@ size_t gga_worker::io_path::rebuild_step() noexcept {
   if (now < rebuild_due_) return 0;
   rebuild_due_ = std::max(rebuild_due_ + rebuild_interval_, now);
   ++in_flight_;
-  t.plan = gga_io_plan{1, 0, rebuild_next_++ * layout_.slots().slot()};
+  t.plan = gga_io_plan{
+      .blocks = 1, .host_offset = 0, .target_offset = rebuild_next_++ * layout_.slots().slot()};
   t.op = operation::read;
   t.result = status::success;
   t.block = 0;

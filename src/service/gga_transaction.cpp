@@ -281,7 +281,7 @@ void gga_worker::io_path::settle(transaction& t) noexcept {
     label_pending_ = false;
     t.op = operation::none;
     t.result = status::success;
-    --in_flight_;
+    if (in_flight_ > 0) --in_flight_;
     return;
   }
   if (!ok(t.result)) {

@@ -221,7 +221,10 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
                         transaction& t = txns_[index_of(task)];
                         const status why = task.result();
                         task.free();
-                        fail(t, "DMA from the host failed", why);
+                        fail(t,
+                             t.op == operation::read ? "DMA of a raw block to the host failed"
+                                                     : "DMA from the host failed",
+                             why);
                       }});
 
   uint8_t* base = messages_->data();
@@ -334,7 +337,9 @@ void gga_worker::io_path::start_serving(uint32_t host_consumer) {
     txns_[i].reply->set(*txns_[i].host_message, host_consumer);
   serving_ = true;
   arm_storage();
-  for (uint32_t i = 0; i < host_transactions_; ++i) post_host_receive(txns_[i]);
+  // A slot retired by a label IO that timed out is not used (its chunk may still be written).
+  for (uint32_t i = 0; i < host_transactions_; ++i)
+    if (!txns_[i].retired) post_host_receive(txns_[i]);
 }
 
 // ---- label IO, before the data path starts

@@ -15,31 +15,15 @@ using storage::io_message_type;
 void gga_worker::io_path::dma_from_host(transaction& t) noexcept {
   (void)t.host->set_data(host_block(t), block_size());
   (void)t.plain->set_data(t.plain->head(), 0);
-  accel::dma_memcpy_task* task = dma_->allocate_memcpy(*t.host, *t.plain);
-  if (task == nullptr) {
-    fail(t, "no DMA task", status::no_memory);
-    return;
-  }
-  task->set_user_data(core::make_user_data(index(t)));
-  if (status r = dma_->submit(*task); !ok(r)) {
-    task->free();
-    fail(t, "DMA not submitted", r);
-  }
+  submit_task(t, *dma_, dma_->allocate_memcpy(*t.host, *t.plain), "no DMA task",
+              "DMA not submitted");
 }
 
 // In place: the engine compresses through its own scratch before it writes the image.
 void gga_worker::io_path::compress(transaction& t) noexcept {
   (void)t.image->set_data(t.image->head(), 0);
-  accel::lz4_compress_task* task = lz4_->allocate_compress(*t.plain, *t.image);
-  if (task == nullptr) {
-    fail(t, "no compress task", status::no_memory);
-    return;
-  }
-  task->set_user_data(core::make_user_data(index(t)));
-  if (status r = lz4_->submit(*task); !ok(r)) {
-    task->free();
-    fail(t, "compress not submitted", r);
-  }
+  submit_task(t, *lz4_, lz4_->allocate_compress(*t.plain, *t.image), "no compress task",
+              "compress not submitted");
 }
 
 // The parity half, and in v2 the three entries of this write (a repair brings its own entry).
@@ -56,16 +40,8 @@ void gga_worker::io_path::encode(transaction& t) noexcept {
   (void)t.d1->set_data(t.d1->head(), half());
   (void)t.d2->set_data(t.d2->head(), half());
   (void)t.parity->set_data(t.parity->head(), 0);
-  accel::ec_create_task* task = ec_->allocate_create(config_.matrix, *t.d1, *t.d2, *t.parity);
-  if (task == nullptr) {
-    fail(t, "no EC create task", status::no_memory);
-    return;
-  }
-  task->set_user_data(core::make_user_data(index(t)));
-  if (status r = ec_->submit(*task); !ok(r)) {
-    task->free();
-    fail(t, "EC create not submitted", r);
-  }
+  submit_task(t, *ec_, ec_->allocate_create(config_.matrix, *t.d1, *t.d2, *t.parity),
+              "no EC create task", "EC create not submitted");
 }
 
 // With one target lost, a v2 write goes on to the two others: their slots carry the new

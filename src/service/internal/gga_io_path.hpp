@@ -95,8 +95,18 @@ class gga_worker::io_path final : public core::event_source {
   // The control thread heard that `target` is gone (its control connection failed).
   void lose_target(uint32_t target) noexcept { suspect(target); }
   gga_worker_stats stats() const noexcept {
-    return {cpu_,      operations_, forced_,        errors_,     engine_.hits(),   engine_.misses(),
-            verified_, repaired_,   unrecoverable_, raw_writes_, degraded_writes_, rebuilds_};
+    return {.cpu = cpu_,
+            .operations = operations_,
+            .recoveries = forced_,
+            .errors = errors_,
+            .pe_hits = engine_.hits(),
+            .pe_misses = engine_.misses(),
+            .verified = verified_,
+            .repaired = repaired_,
+            .unrecoverable = unrecoverable_,
+            .raw_writes = raw_writes_,
+            .degraded_writes = degraded_writes_,
+            .rebuilds = rebuilds_};
   }
 
   size_t poll() override;
@@ -216,6 +226,21 @@ class gga_worker::io_path final : public core::event_source {
     return t.plan.target_offset + uint64_t(t.block) * layout_.slots().slot();
   }
   void fail(transaction& t, const char* what, status why) noexcept;
+  // Hands `task`, allocated from `engine` for t, to the engine (its callbacks go on with t), or
+  // fails t: `no_task` when none was free, `not_submitted` when the engine refused it.
+  template <typename Engine, typename Task>
+  void submit_task(transaction& t, Engine& engine, Task* task, const char* no_task,
+                   const char* not_submitted) noexcept {
+    if (task == nullptr) {
+      fail(t, no_task, status::no_memory);
+      return;
+    }
+    task->set_user_data(core::make_user_data(index(t)));
+    if (status r = engine.submit(*task); !ok(r)) {
+      task->free();
+      fail(t, not_submitted, r);
+    }
+  }
   void post_response_receive(uint32_t target, response_slot& s) noexcept;
   // Posts every response receive once (label IO comes before start_serving).
   void arm_storage() noexcept;
