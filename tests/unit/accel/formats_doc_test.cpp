@@ -136,6 +136,21 @@ TEST(accel_formats_doc, gga_entry_example_matches_the_codec) {
   EXPECT_EQ(back, e);
 }
 
+// §4.3: the example label is what encode_gga_label writes for its fields, and decodes back.
+TEST(accel_formats_doc, gga_label_example_matches_the_codec) {
+  const auto bytes = doc_example("gga_label");
+  ASSERT_EQ(bytes.size(), gga_label_size);
+  const gga_label l{gga_role::data_1, 0, 32, 1, 0x0123456789ABCDEFull};
+  std::array<uint8_t, gga_label_size> encoded{};
+  encode_gga_label(l, encoded);
+  EXPECT_EQ(std::vector<uint8_t>(encoded.begin(), encoded.end()), bytes);
+  gga_label back;
+  ASSERT_EQ(decode_gga_label(std::span<const uint8_t, gga_label_size>(bytes.data(), gga_label_size),
+                             back),
+            gga_label_state::valid);
+  EXPECT_EQ(back, l);
+}
+
 // §4.3: the three slots of the §4.1 example block are the codec's layout of its image halves and
 // Vandermonde parity with generation-1 entries; every pair of them reads back as one LZ4 write
 // whose halves are the image, and the .sbc header holds the slot and the label block.
