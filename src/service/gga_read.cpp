@@ -89,10 +89,11 @@ bool gga_worker::io_path::try_pair(transaction& t, uint32_t left_out) noexcept {
     t.entry = ea;
   }
   if (t.verdict == accel::gga_pair_verdict::blank) {
-    // Zeros only if the third slot is blank too (or cannot be read): two blank replacement
-    // targets must not hide a block the third one holds.
+    // Zeros only if the third slot is blank too, or its target is lost (nothing is left to say
+    // otherwise); one its target could not read may hold the block.
     const uint8_t third = static_cast<uint8_t>(1u << left_out);
-    if (!is_lost(left_out) && (t.refused & third) == 0) {
+    if ((t.refused & third) != 0) return false;  // unreadable: it may hold the block
+    if (!is_lost(left_out)) {
       if ((t.have & third) == 0) {
         t.tried = static_cast<uint8_t>(t.tried & ~third);  // tried again with the third slot in
         begin_step(t);
@@ -168,11 +169,32 @@ void gga_worker::io_path::check_block(transaction& t) noexcept {
         e.generation != t.entry.generation || e.crc != t.entry.crc ||
         e.stored_as != t.entry.stored_as;
   }
-  if (rewrite && !is_lost(bad)) {
+  if (rewrite && !is_lost(bad) && !newer_write_may_land(t, bad)) {
     repair(t, bad);
     return;
   }
   block_done(t);
+}
+
+// A slot whose entry is of a later write than the verified pair's may belong to a write still on
+// its way (another worker's, or one whose other slots have not landed yet): rewriting it with the
+// older block could undo that write once it is acknowledged. It is left alone unless that write
+// began longer ago than any write step may last (a torn write's leftover, safe to roll back).
+bool gga_worker::io_path::newer_write_may_land(const transaction& t,
+                                               uint32_t target) const noexcept {
+  if ((t.got & (1u << target)) == 0) return false;  // not read: its target refused it
+  accel::gga_entry e;
+  if (!ok(accel::decode_gga_entry(std::span<const uint8_t, accel::gga_entry_size>(
+                                      t.chunk + layout_.entry_at(target), accel::gga_entry_size),
+                                  accel::gga_role(target), e)) ||
+      e.generation <= t.entry.generation)
+    return false;
+  const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+  const auto settled = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(4 * config_.storage_timeout).count());
+  return now < e.generation || now - e.generation < settled;
 }
 
 // Rewrites `target`'s slot from the verified pair: the same entry with that target's role, and

@@ -53,7 +53,7 @@ size_t gga_worker::io_path::rebuild_step() noexcept {
   t.sending = 0;
   t.awaiting = 0;
   t.forced = -1;
-  t.have = t.refused = t.tried = t.repair = 0;
+  t.have = t.got = t.refused = t.tried = t.repair = 0;
   begin_step(t);
   for (uint32_t k = 0; k < gga_target_count; ++k)
     if (!is_lost(k)) ask_half(t, k);

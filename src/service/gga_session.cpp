@@ -93,10 +93,11 @@ message gga_session::on_init(const message& request) {
     throw status_error(status::invalid_value,
                        fmt::format("Unable to create {} threads as only {} were defined",
                                    init->core_count, options_.cpus.size()));
-  if (init->transaction_count == 0 || init->transaction_count > max_worker_transactions / 2)
+  // 2T for the host and one for the rebuild, all within the targets' limit.
+  if (init->transaction_count == 0 || init->transaction_count > (max_worker_transactions - 1) / 2)
     throw status_error(status::invalid_value,
                        fmt::format("transaction count {} is outside 1..{}", init->transaction_count,
-                                   max_worker_transactions / 2));
+                                   (max_worker_transactions - 1) / 2));
   const uint32_t n = init->transaction_count * 2;
   const gga_chunk_layout layout{geometry_->block_size, geometry_->entry};
   // Each worker's chunks: its n transactions and the rebuild's.
@@ -111,7 +112,7 @@ message gga_session::on_init(const message& request) {
     std::vector<uint8_t> blob = region_->export_rdma();
     std::optional<message> error;
     fan_out(request, message_type::init_storage_request,
-            storage::init_storage_request_payload{n, init->core_count, blob},
+            storage::init_storage_request_payload{n + 1, init->core_count, blob},
             message_type::init_storage_response, error);
     if (error) {
       teardown();
@@ -256,6 +257,12 @@ uint8_t gga_session::check_volume() {
     ZC_LOG_INFO("volume {:016x}: three targets in place", volume->volume);
     return 0;
   }
+  if (volume && std::popcount(blank) >= 2)
+    throw status_error(status::invalid_value,
+                       fmt::format("volume {:016x}: two of its three targets are blank, and the "
+                                   "one left cannot rebuild them (blank all three for a new "
+                                   "volume)",
+                                   volume->volume));
   const uint64_t id = volume ? volume->volume : core::random_nonzero_u64();
   std::array<gga_worker::label_bytes, gga_target_count> bytes{};
   for (uint32_t k = 0; k < gga_target_count; ++k)

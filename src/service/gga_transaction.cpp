@@ -144,7 +144,7 @@ void gga_worker::io_path::next_block(transaction& t) noexcept {
   }
   if (t.op == operation::read) {
     t.forced = trigger_.tick() ? static_cast<int>(gga_lost_half(++forced_)) : -1;
-    t.have = t.refused = t.tried = t.repair = 0;
+    t.have = t.got = t.refused = t.tried = t.repair = 0;
     begin_step(t);
     // Two halves of the three: both data halves, or for a recovery read (§6.3) the other data
     // half and the parity. A lost target's place is taken by the one not asked.
@@ -253,7 +253,10 @@ void gga_worker::io_path::on_storage_response(uint32_t target, uint32_t slot) no
   t.awaiting = static_cast<uint8_t>(t.awaiting & ~bit);
   if (ok(result)) {
     t.answered = static_cast<uint8_t>(t.answered | bit);
-    if (t.op == operation::read) t.have = static_cast<uint8_t>(t.have | bit);
+    if (t.op == operation::read) {
+      t.have = static_cast<uint8_t>(t.have | bit);
+      t.got = static_cast<uint8_t>(t.got | bit);
+    }
   } else if (t.op == operation::read) {
     // A slot the target could not read is missing, as a lost target's: the stripe's other pair
     // serves the block (a failed repair write only goes uncounted).
@@ -284,6 +287,13 @@ void gga_worker::io_path::settle(transaction& t) noexcept {
     if (in_flight_ > 0) --in_flight_;
     return;
   }
+  if (t.op == operation::read && t.repair != 0) {
+    // The block was verified and is in the host's pages: a repair that could not be sent only
+    // goes uncounted.
+    t.result = status::success;
+    finish_repair(t);
+    return;
+  }
   if (!ok(t.result)) {
     note_error("storage request failed", t.result);
     finish(t, t.result);
@@ -291,10 +301,7 @@ void gga_worker::io_path::settle(transaction& t) noexcept {
   }
   switch (t.op) {
     case operation::read:
-      if (t.repair != 0)
-        finish_repair(t);
-      else
-        settle_read(t);
+      settle_read(t);
       return;
     case operation::write:
       // Every slot written (v1), or in v2 every live target's and at least two: the stripe is

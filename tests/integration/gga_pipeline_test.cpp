@@ -450,8 +450,8 @@ void start_endless_reads(gga_pipeline& p) {
 // After the service said it lost `target`, reads go on for a while, every one validated by the
 // initiator; then Ctrl-C ends the run cleanly and the degraded session with it.
 void expect_reads_survive(gga_pipeline& p, size_t target) {
-  ASSERT_TRUE(p.service->wait_for_output("lost (", run_timeout)) << p.all_output();
-  EXPECT_NE(p.service->output().find("serving degraded"), std::string::npos) << p.all_output();
+  // The session's line (the worker may say it first, and UCX before both).
+  ASSERT_TRUE(p.service->wait_for_output("): serving degraded", run_timeout)) << p.all_output();
   // Reads keep being served (and checked byte for byte) with the target gone.
   std::this_thread::sleep_for(1500ms);
   ASSERT_FALSE(p.initiator->wait(0ms).has_value()) << p.all_output();
@@ -478,7 +478,10 @@ void expect_reads_survive(gga_pipeline& p, size_t target) {
 class killed_target : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(killed_target, reads_keep_validating_through_recovery) {
-  gga_pipeline p({});
+  // Over tcp: a target killed while it fills a slot of the service's shared-memory FIFO holds up
+  // the other targets' answers queued behind it (the known limit of UCX's mm transport, see
+  // ARCHITECTURE), which would look like a second lost target.
+  gga_pipeline p({.device = "tcp"});
   start_endless_reads(p);
   if (HasFatalFailure()) return;
   p.targets[GetParam()]->signal(SIGKILL);
@@ -875,28 +878,30 @@ TEST(gga_pipeline, a_blank_replacement_target_is_rebuilt_in_the_background) {
   p.targets[1]->signal(SIGKILL);
   ASSERT_TRUE(p.service->wait_for_output("serving degraded", run_timeout)) << p.all_output();
   ASSERT_NO_FATAL_FAILURE(expect_blocks(p, h, data));
+  // A block never written reads as zeros (blank on both slots left, the third's target lost).
+  std::memset(h.region().data(), 0x77, gga_block_size);
+  ASSERT_NO_FATAL_FAILURE(expect_io(p, h, io_read, count + 4, 1));
+  EXPECT_EQ(std::vector<char>(h.region().data(), h.region().data() + gga_block_size),
+            std::vector<char>(gga_block_size, 0));
 }
 
-// Two data targets replaced by blank ones: their blank slots agree with each other, but the parity
-// target still holds the blocks, so those reads fail (IO_FAILED) rather than return zeros; a
-// block never written anywhere still reads as zeros.
-TEST(gga_pipeline, two_blank_replacements_do_not_pass_written_blocks_off_as_zeros) {
-  constexpr uint32_t b = gga_block_size;
+// Two targets replaced by blank ones beside one labelled target: the one left cannot rebuild
+// them, so the service refuses to start (md does not assemble RAID5 with two members missing),
+// and the initiator is told why.
+TEST(gga_pipeline, two_blank_replacements_are_refused_at_start) {
   gga_pipeline p({.target_flags = {"--keep-serving"}});
-  ASSERT_NO_FATAL_FAILURE(write_in_a_first_session(p, content_bytes(b, 51)));
+  ASSERT_NO_FATAL_FAILURE(write_in_a_first_session(p, content_bytes(gga_block_size, 51)));
   for (size_t k : {size_t(0), size_t(1)}) {
     p.targets[k]->signal(SIGKILL);
     ASSERT_TRUE(p.start_target(k, false)) << p.all_output();
   }
   ASSERT_TRUE(p.start_service()) << p.all_output();
-  host h(p.channel(), {b, v2_blocks()});
-  ASSERT_TRUE(h.walk_to_running()) << p.all_output();
-  auto r = h.io(io_read, 2, b, 0, 0);
-  ASSERT_TRUE(r) << p.all_output();
-  EXPECT_EQ(r->view().result(), status::io_failed) << p.all_output();
-  std::memset(h.region().data(), 0x77, b);
-  ASSERT_NO_FATAL_FAILURE(expect_io(p, h, io_read, 5, 1));
-  EXPECT_EQ(std::vector<char>(h.region().data(), h.region().data() + b), std::vector<char>(b, 0));
+  p.start_initiator("read_throughput_test", {"--transaction-count", "8"});
+  const auto code = p.initiator->wait(run_timeout);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_NE(*code, 0) << p.all_output();
+  EXPECT_NE(p.initiator->output().find("two of its three targets are blank"), std::string::npos)
+      << p.all_output();
 }
 
 // Each target's volume label says which volume and which half it holds: a service given the

@@ -150,6 +150,7 @@ class gga_worker::io_path final : public core::event_source {
     // the targets that refused their slot, the pairs tried (bit: the target a pair leaves out),
     // the pair being decoded and its entry; repair: 1 + the target whose slot is rewritten.
     uint8_t have = 0;
+    uint8_t got = 0;  // slots whose target answered for this block (their entry is in the chunk)
     uint8_t refused = 0;
     uint8_t tried = 0;
     uint8_t pair = 0;
@@ -209,6 +210,7 @@ class gga_worker::io_path final : public core::event_source {
   void repair(transaction& t, uint32_t target) noexcept;
   void write_repair(transaction& t) noexcept;
   void finish_repair(transaction& t) noexcept;
+  bool newer_write_may_land(const transaction& t, uint32_t target) const noexcept;
   void block_done(transaction& t) noexcept;
   size_t rebuild_step() noexcept;
   void rebuild_block_done(transaction& t, status result) noexcept;
