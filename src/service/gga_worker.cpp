@@ -408,24 +408,12 @@ gga_worker::io_path::label_io_result() const {
 
 void gga_worker::io_path::note_error(const char* what, status s) noexcept {
   ++errors_;
-  if (!error_logged_) {
-    error_logged_ = true;
-    ZC_LOG_ERROR("worker {}: {}: {} (later errors are only counted)", cpu_, what, status_name(s));
-  } else {
-    ZC_LOG_DEBUG("worker {}: {}: {}", cpu_, what, status_name(s));
-  }
+  error_log_(cpu_, what, s, "later errors are only counted");
 }
 
 void gga_worker::io_path::note_fault(const char* what, status s) noexcept {
-  if (!fault_logged_) {
-    fault_logged_ = true;
-    ZC_LOG_WARN(
-        "worker {}: {}: {}; the stripe's other slots serve the block (later ones are "
-        "only counted)",
-        cpu_, what, status_name(s));
-  } else {
-    ZC_LOG_DEBUG("worker {}: {}: {}", cpu_, what, status_name(s));
-  }
+  fault_log_(cpu_, what, s,
+             "the stripe's other slots serve the block; later ones are only counted");
 }
 
 // A target that does not answer in time is lost (logged once); the transactions that waited for

@@ -24,6 +24,27 @@
 
 namespace zc::service {
 
+// A kind of data-path event of a worker (an error, a healed fault) logged once at its own level,
+// then at debug level: a misbehaving peer cannot flood the log from the data path.
+class log_first {
+ public:
+  explicit log_first(log::level first) noexcept : first_(first) {}
+  void operator()(uint32_t cpu, const char* what, status s, const char* later) noexcept {
+    if (seen_) {
+      log::print(log::source::app, log::level::debug, "worker {}: {}: {}", cpu, what,
+                 status_name(s));
+      return;
+    }
+    seen_ = true;
+    log::print(log::source::app, first_, "worker {}: {}: {} ({})", cpu, what, status_name(s),
+               later);
+  }
+
+ private:
+  log::level first_;
+  bool seen_ = false;
+};
+
 // How long the control thread waits for a worker.
 struct worker_limits {
   std::chrono::milliseconds command{10000};  // building, connecting, each command

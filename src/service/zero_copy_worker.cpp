@@ -188,7 +188,7 @@ class zero_copy_worker::io_path final : public core::event_source {
   uint32_t in_flight_ = 0;  // requests taken from the host and not answered yet
   uint64_t operations_ = 0;
   uint64_t errors_ = 0;
-  bool error_logged_ = false;
+  log_first error_log_{log::level::error};
   std::unique_ptr<core::memory_map> messages_;  // A_0..A_{N-1}, then B_0..B_{N-1}
   core::buffer_inventory inventory_;
   std::vector<request_slot> requests_;
@@ -360,12 +360,7 @@ void zero_copy_worker::io_path::start_serving(uint32_t host_consumer) {
 // misbehaving peer cannot flood the log from the data path.
 void zero_copy_worker::io_path::note_error(const char* what, status s) noexcept {
   ++errors_;
-  if (!error_logged_) {
-    error_logged_ = true;
-    ZC_LOG_ERROR("worker {}: {}: {} (later errors are only counted)", cpu_, what, status_name(s));
-  } else {
-    ZC_LOG_DEBUG("worker {}: {}: {}", cpu_, what, status_name(s));
-  }
+  error_log_(cpu_, what, s, "later errors are only counted");
 }
 
 // ---- request path: host -> comch receive A_i -> rdma send A_i (tagged) -> the target's answer

@@ -285,7 +285,7 @@ class gga_worker::io_path final : public core::event_source {
   uint8_t lost_ = 0;                        // targets lost for good (bit per target); engine thread
   uint8_t suspects_ = 0;                    // targets to be marked lost by the next poll()
   std::atomic<uint8_t> lost_published_{0};  // lost_, for the control thread
-  bool error_logged_ = false;
+  log_first error_log_{log::level::error};
   bool storage_armed_ = false;  // response receives posted
   // The rebuild (begin_rebuild): blocks [next, end) left, one per interval.
   bool rebuilding_ = false;
@@ -299,7 +299,7 @@ class gga_worker::io_path final : public core::event_source {
   std::unique_ptr<core::memory_map> scratch_;  // the rebuild's block
   bool label_pending_ = false;                 // a label IO in transaction 0
   uint8_t label_answered_ = 0;                 // its targets that answered with success
-  bool fault_logged_ = false;
+  log_first fault_log_{log::level::warning};
   std::unique_ptr<core::memory_map> messages_;
   core::buffer_inventory inventory_;
   std::vector<transaction> txns_;
