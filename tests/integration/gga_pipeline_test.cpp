@@ -214,6 +214,14 @@ class gga_pipeline {
   std::string service_format_;
 };
 
+// The initiator ends with a failure (exit status not 0) and says `why` in its output.
+void expect_initiator_fails_saying(gga_pipeline& p, const std::string& why) {
+  const auto code = p.initiator->wait(run_timeout);
+  ASSERT_TRUE(code.has_value()) << p.all_output();
+  EXPECT_NE(*code, 0) << p.all_output();
+  EXPECT_NE(p.initiator->output().find(why), std::string::npos) << p.all_output();
+}
+
 // Every process ends its session and exits 0; the initiator counted every IO.
 void expect_clean_run(gga_pipeline& p, uint64_t operations) {
   ASSERT_EQ(p.initiator->wait(run_timeout), std::optional<int>(0)) << p.all_output();
@@ -420,11 +428,7 @@ TEST(gga_pipeline, incompressible_writes_fail_their_transactions_in_format_v1) {
   ASSERT_TRUE(p.start_service()) << p.all_output();
   p.start_initiator("read_write_data_validity_test",
                     {"--storage-plain-content", p.path("noise.bin"), "--transaction-count", "8"});
-  const auto code = p.initiator->wait(run_timeout);
-  ASSERT_TRUE(code.has_value()) << p.all_output();
-  EXPECT_NE(*code, 0) << p.all_output();
-  EXPECT_NE(p.initiator->output().find("DOCA_ERROR_IO_FAILED"), std::string::npos)
-      << p.all_output();
+  ASSERT_NO_FATAL_FAILURE(expect_initiator_fails_saying(p, "DOCA_ERROR_IO_FAILED"));
   // The service answered, counted the failures, ended the session and says so in its exit code.
   EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
   EXPECT_NE(p.service->output().find("block not compressible enough"), std::string::npos)
@@ -626,10 +630,7 @@ TEST(gga_pipeline, a_bad_image_fails_its_read_not_the_worker_in_format_v1) {
   ASSERT_TRUE(p.start_service()) << p.all_output();
   p.start_initiator("read_only_data_validity_test",
                     {"--storage-plain-content", p.path("plain.bin"), "--transaction-count", "8"});
-  const auto code = p.initiator->wait(run_timeout);
-  ASSERT_TRUE(code.has_value()) << p.all_output();
-  EXPECT_NE(*code, 0) << p.all_output();
-  EXPECT_NE(p.initiator->output().find("Test failed"), std::string::npos) << p.all_output();
+  ASSERT_NO_FATAL_FAILURE(expect_initiator_fails_saying(p, "Test failed"));
   EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
   EXPECT_NE(p.service->output().find("bad block image from storage"), std::string::npos)
       << p.all_output();
@@ -757,11 +758,7 @@ TEST(gga_pipeline, a_block_with_two_damaged_slots_fails_its_read_with_io_failed)
   ASSERT_TRUE(p.start_service()) << p.all_output();
   p.start_initiator("read_only_data_validity_test",
                     {"--storage-plain-content", p.path("plain.bin"), "--transaction-count", "8"});
-  const auto code = p.initiator->wait(run_timeout);
-  ASSERT_TRUE(code.has_value()) << p.all_output();
-  EXPECT_NE(*code, 0) << p.all_output();
-  EXPECT_NE(p.initiator->output().find("DOCA_ERROR_IO_FAILED"), std::string::npos)
-      << p.all_output();
+  ASSERT_NO_FATAL_FAILURE(expect_initiator_fails_saying(p, "DOCA_ERROR_IO_FAILED"));
   EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
   const std::string svc = p.service->output();
   EXPECT_EQ(svc.find("| Unrecoverable reads: 0\n"), std::string::npos) << svc;
@@ -897,11 +894,7 @@ TEST(gga_pipeline, two_blank_replacements_are_refused_at_start) {
   }
   ASSERT_TRUE(p.start_service()) << p.all_output();
   p.start_initiator("read_throughput_test", {"--transaction-count", "8"});
-  const auto code = p.initiator->wait(run_timeout);
-  ASSERT_TRUE(code.has_value()) << p.all_output();
-  EXPECT_NE(*code, 0) << p.all_output();
-  EXPECT_NE(p.initiator->output().find("two of its three targets are blank"), std::string::npos)
-      << p.all_output();
+  ASSERT_NO_FATAL_FAILURE(expect_initiator_fails_saying(p, "two of its three targets are blank"));
 }
 
 // Each target's volume label says which volume and which half it holds: a service given the
@@ -928,13 +921,10 @@ TEST_P(volume_identity, a_mismatched_target_set_is_refused_at_start) {
   ASSERT_TRUE(p.start_targets()) << p.all_output();
   ASSERT_TRUE(p.start_service()) << p.all_output();
   p.start_initiator("read_throughput_test", {"--transaction-count", "8"});
-  const auto code = p.initiator->wait(run_timeout);
-  ASSERT_TRUE(code.has_value()) << p.all_output();
-  EXPECT_NE(*code, 0) << p.all_output();
+  // The initiator is told why.
+  ASSERT_NO_FATAL_FAILURE(expect_initiator_fails_saying(p, c.refusal));
   EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
   EXPECT_NE(p.service->output().find(c.refusal), std::string::npos) << p.all_output();
-  // The initiator is told why.
-  EXPECT_NE(p.initiator->output().find(c.refusal), std::string::npos) << p.all_output();
   EXPECT_EQ(p.service->output().find("| Operation count: 1"), std::string::npos) << p.all_output();
 }
 
