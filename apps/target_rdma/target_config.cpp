@@ -60,6 +60,9 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
   app.add_option("--fail-writes-after", out.fail_writes_after,
                  "Fault injection for tests: refuse every write after the first N with IO_FAILED")
       ->group("Testing");
+  app.add_option("--drop-ios-after", out.drop_ios_after,
+                 "Fault injection for tests: leave every IO after the first N unanswered")
+      ->group("Testing");
   int64_t keep_alive_seconds = storage::default_keep_alive_seconds;
   app.add_option("--keep-alive-timeout", keep_alive_seconds,
                  "Seconds a service may stay silent (keep-alives included) before its session "

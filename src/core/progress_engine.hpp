@@ -142,6 +142,8 @@ class progress_engine {
     shared_[key] = made;
     return made;
   }
+  // The next shared(key) makes a new object; holders of the old one keep it until they let go.
+  void forget_shared(const void* key) noexcept { shared_.erase(key); }
 
  private:
   size_t run_completions();

@@ -241,4 +241,8 @@ void context::close_endpoint(bool tell_peer) noexcept {
   worker_->forget_endpoint(ep);
 }
 
+void renew_transport(core::progress_engine& engine, const core::device& device) {
+  internal::ucx_worker::renew_for_engine(engine, device);
+}
+
 }  // namespace zc::rdma

@@ -239,4 +239,12 @@ class context final : public core::context {
   core::steady_clock::time_point next_liveness_check_{};
 };
 
+// Makes the contexts created from now on over `device` on `engine` use a new UCX worker; the
+// contexts that exist keep theirs, which goes with the last of them. For a reconnect after a
+// peer died: UCX's shared-memory transport gives each worker one FIFO that every sender writes
+// into, and a sender killed between taking a slot and filling it leaves the FIFO stuck behind that
+// slot for good (ARCHITECTURE, known limits), so nothing sent to the old worker may ever arrive.
+// Thread rules: the engine's thread, as for contexts.
+void renew_transport(core::progress_engine& engine, const core::device& device);
+
 }  // namespace zc::rdma

@@ -3,8 +3,9 @@
 // start and stop: readiness, start serving, drain the IOs in flight, fence (stop the rdma
 // contexts), answer what the target never answered, close the comch producer and consumer.
 // IoPath provides ready(), start_serving(consumer), stop_serving(), in_flight(), stop_rdma(),
-// rdma_stopped(), stop_comch(), comch_stopped(), optionally answer_held(status), and rdma_lost()
-// (the last one from any thread); the rest runs on the engine thread.
+// rdma_stopped(), stop_comch(), comch_stopped(), optionally answer_held(status) and
+// release_transport() (once fenced: the stopped contexts and their UCX worker go), and
+// rdma_lost() (the last one from any thread); the rest runs on the engine thread.
 // Thread rules: every method from the control thread; instantiated where IoPath is complete.
 #pragma once
 
@@ -158,7 +159,10 @@ void worker_host<IoPath>::begin_fence() {
 template <typename IoPath>
 bool worker_host<IoPath>::wait_fenced(core::steady_clock::time_point deadline) {
   IoPath* io = io_.get();
-  return thread_.wait_until([io] { return io->rdma_stopped(); }, remaining(deadline));
+  if (!thread_.wait_until([io] { return io->rdma_stopped(); }, remaining(deadline))) return false;
+  if constexpr (requires(IoPath & p) { p.release_transport(); })
+    call([](IoPath& p) { p.release_transport(); });
+  return true;
 }
 
 template <typename IoPath>

@@ -177,14 +177,32 @@ void zero_copy_session::check_health() {
   }
 }
 
+uint64_t zero_copy_session::operations() {
+  uint64_t n = 0;
+  for (const auto& w : workers_) n += w->stats().operations;
+  return n;
+}
+
 void zero_copy_session::reconnect(const std::string& why) {
   using clock = std::chrono::steady_clock;
   const auto started = clock::now();
-  const auto deadline = started + options_.reconnect_timeout;
-  ZC_LOG_WARN(
-      "the target is lost ({}): holding the host's IOs and dialling it again for up to "
-      "{} s (--reconnect-timeout)",
-      why, options_.reconnect_timeout.count() / 1000);
+  const uint64_t answered = operations();
+  const bool served = !reconnect_deadline_ || answered != operations_at_reconnect_;
+  const auto deadline = served ? started + options_.reconnect_timeout : *reconnect_deadline_;
+  if (served) {
+    ZC_LOG_WARN(
+        "the target is lost ({}): holding the host's IOs and dialling it again for up to "
+        "{} s (--reconnect-timeout)",
+        why, options_.reconnect_timeout.count() / 1000);
+  } else {
+    ZC_LOG_WARN(
+        "the target is lost again ({}) before it answered an IO since it came back: holding the "
+        "host's IOs and dialling it again for what is left of the --reconnect-timeout of its "
+        "first loss ({} ms)",
+        why,
+        std::max<int64_t>(
+            0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - started).count()));
+  }
   // Every worker holds its IOs from now on (those the lost target has, those the host sends).
   for (const auto& w : workers_) w->hold();
   std::chrono::milliseconds pause{200};
@@ -194,8 +212,16 @@ void zero_copy_session::reconnect(const std::string& why) {
     host_map_->withdraw_rdma_export();
     if (!workers_.fence([this] { return host_map_->rdma_export_drained(); }))
       end_process_unfenced("a lost target's transfers could not be fenced off the host");
+    if (!served && clock::now() >= deadline)
+      throw session_lost(status::time_out,
+                         fmt::format("the target came back but answered no IO, and the "
+                                     "--reconnect-timeout of {} s since it was first lost has "
+                                     "passed ({})",
+                                     options_.reconnect_timeout.count() / 1000, why));
     try {
       rejoin(deadline);
+      reconnect_deadline_ = deadline;
+      operations_at_reconnect_ = answered;
       ZC_LOG_INFO(
           "reconnected to the target after {} ms",
           std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started).count());

@@ -60,8 +60,13 @@ class zero_copy_session final : public request_handler {
   void teardown() noexcept;
   // The data path lost its target (`why`): fences it, then dials it again until it is back with
   // the same storage and every worker relays its held IOs, or throws session_lost past the
-  // reconnect timeout (the held IOs are then answered by the teardown, after the fence).
+  // reconnect timeout (the held IOs are then answered by the teardown, after the fence). A target
+  // lost again before it answered an IO since it came back gets no new timeout: the one of the
+  // loss it came back from goes on, so a target that accepts every reconnect and serves nothing
+  // (a hung data path) cannot hold the host's IOs for ever.
   void reconnect(const std::string& why);
+  // IOs the workers answered to the host so far (control thread).
+  uint64_t operations();
   // One attempt at the target's init, connections and start for every worker; throws
   // status_error when it failed.
   void rejoin(std::chrono::steady_clock::time_point deadline);
@@ -78,6 +83,10 @@ class zero_copy_session final : public request_handler {
   uint32_t transactions_ = 0;
   uint32_t core_count_ = 0;
   std::optional<storage::query_storage_response_payload> geometry_;
+  // The give-up time of the last reconnect, and operations() when it began: the target has
+  // served since it came back once operations() moved on.
+  std::optional<std::chrono::steady_clock::time_point> reconnect_deadline_;
+  uint64_t operations_at_reconnect_ = 0;
 };
 
 }  // namespace zc::service

@@ -56,8 +56,10 @@ class zero_copy_worker::io_path final : public core::event_source {
   void connect(storage::rdma_role role, std::span<const uint8_t> blob);
   bool ready() const noexcept {
     return consumer_->state() == core::context_state::running &&
-           producer_->state() == core::context_state::running &&
-           control_->state() == core::context_state::running &&
+           producer_->state() == core::context_state::running && rdma_running();
+  }
+  bool rdma_running() const noexcept {
+    return control_ && data_ && control_->state() == core::context_state::running &&
            data_->state() == core::context_state::running;
   }
   void start_serving(uint32_t host_consumer);
@@ -68,16 +70,22 @@ class zero_copy_worker::io_path final : public core::event_source {
   // answer_held(), once every worker of the session is fenced.
   void stop_rdma() noexcept {
     fencing_ = true;
-    (void)control_->stop();
-    (void)data_->stop();
+    if (control_) (void)control_->stop();
+    if (data_) (void)data_->stop();
   }
   // Answers, with `why`, every IO relayed to the target and not answered by it. Only once
   // rdma_stopped(): nothing can reach the host's memory any more.
   void answer_held(status why) noexcept;
   bool rdma_stopped() const noexcept {
-    return control_->state() == core::context_state::idle &&
-           data_->state() == core::context_state::idle;
+    return (!control_ || control_->state() == core::context_state::idle) &&
+           (!data_ || data_->state() == core::context_state::idle);
   }
+  // Once fenced (rdma_stopped()): the stopped contexts go, and with them their UCX worker, so
+  // nothing UCX still holds for the target outlives the fence. A rendezvous whose sender died
+  // never completes on its own and keeps the host's pages claimed; and a sender killed while
+  // writing into the worker's shared-memory FIFO leaves it stuck, delivering nothing more from
+  // anyone (rdma::renew_transport). rearm() builds new ones.
+  void release_transport() noexcept;
   void stop_comch() noexcept {
     (void)consumer_->stop();
     (void)producer_->stop();
@@ -87,8 +95,8 @@ class zero_copy_worker::io_path final : public core::event_source {
            producer_->state() == core::context_state::idle;
   }
   bool rdma_lost() const noexcept { return rdma_lost_.load(std::memory_order_relaxed); }
-  // Reconnect: once fenced (rdma_stopped()), new rdma contexts replace the stopped ones, ready to
-  // be connected as at init. The IOs held since the loss stay held.
+  // Reconnect: once fenced (rdma_stopped()), new rdma contexts (on a new UCX worker) replace the
+  // stopped ones, ready to be connected as at init. The IOs held since the loss stay held.
   void rearm();
   // Reconnect: from now on the IOs of the target are held (as after a loss) and its contexts
   // stop.
@@ -131,6 +139,9 @@ class zero_copy_worker::io_path final : public core::event_source {
   };
 
   rdma::context& context_of(storage::rdma_role role) {
+    if (!control_ || !data_)
+      throw status_error(status::bad_state,
+                         fmt::format("worker on cpu {}: no rdma contexts (fenced)", cpu_));
     return role == storage::rdma_role::io_control ? *control_ : *data_;
   }
   uint32_t index_of(const core::task_base& t) const noexcept {
@@ -415,7 +426,9 @@ void zero_copy_worker::io_path::on_request(request_slot& s) noexcept {
 // Relayed byte for byte but for the tag, from the buffer it arrived in: the target judges the
 // type and fields. FIFO: nothing overtakes a request already waiting for UCX.
 void zero_copy_worker::io_path::relay(uint32_t index) noexcept {
-  status r = relays_.empty() ? control_->submit(*requests_[index].relay) : status::again;
+  status r = !control_         ? status::not_connected
+             : relays_.empty() ? control_->submit(*requests_[index].relay)
+                               : status::again;
   if (r == status::again) {
     if (relays_.push(index)) {
       requests_[index].queued = true;
@@ -465,7 +478,7 @@ void zero_copy_worker::io_path::on_relayed(request_slot& s) noexcept {
 // answered now. Any other failure (time-out, reset) may have reached it: held until fenced.
 void zero_copy_worker::io_path::on_relay_failed(request_slot& s, status why) noexcept {
   s.relaying = false;
-  const bool refused = control_->state() == core::context_state::running &&
+  const bool refused = control_ && control_->state() == core::context_state::running &&
                        (why == status::empty || why == status::too_big);
   if (refused && s.awaiting) {
     s.awaiting = false;
@@ -528,18 +541,25 @@ void zero_copy_worker::io_path::rearm() {
   if (!rdma_stopped())
     throw status_error(status::bad_state,
                        fmt::format("worker on cpu {}: rdma contexts not stopped", cpu_));
+  release_transport();
+  build_rdma();
+}
+
+void zero_copy_worker::io_path::release_transport() noexcept {
+  if (!control_ && !data_) return;
   // Idle contexts hold no task in flight: their tasks (relays, response receives) go with them,
   // and no slot keeps a pointer to one (a build that fails part way leaves none dangling).
   for (auto& r : requests_) r.relay = nullptr;
   for (auto& p : responses_) p.receive = nullptr;
   control_.reset();
   data_.reset();
-  build_rdma();
+  // The engine forgets the worker, the last reference to it: it goes now, and what UCX held
+  // with it (the next contexts get a new one).
+  rdma::renew_transport(engine_, device_);
 }
 
 uint32_t zero_copy_worker::io_path::resume() noexcept {
-  if (control_->state() != core::context_state::running ||
-      data_->state() != core::context_state::running) {
+  if (!rdma_running()) {
     // A new connection failed before it served anything: still lost (rdma_lost() says so), the
     // IOs still held, for the next reconnect.
     ZC_LOG_ERROR("worker {}: a new rdma connection failed before use; IOs stay held", cpu_);
@@ -597,9 +617,9 @@ void zero_copy_worker::io_path::check_deadlines(core::steady_clock::time_point n
 void zero_copy_worker::io_path::post_response_receive(response_slot& s) noexcept {
   (void)s.message->set_data(s.message->head(), 0);
   if (!serving_ && in_flight_ == 0) return;
-  if (lost_) return;  // the contexts are fenced; resume() posts every receive on the new ones
-  if (status r = control_->submit(*s.receive); !ok(r) && !fencing_)
-    note_error("cannot post rdma receive", r);
+  // Fenced (or released): resume() posts every receive on the new contexts.
+  if (lost_ || fencing_ || !control_) return;
+  if (status r = control_->submit(*s.receive); !ok(r)) note_error("cannot post rdma receive", r);
 }
 
 // Only an answer to an IO this worker relayed and still awaits goes to the host, with the host's
@@ -643,7 +663,7 @@ void zero_copy_worker::io_path::on_response(uint32_t index) noexcept {
 void zero_copy_worker::io_path::on_response_receive_failed(response_slot& s, status why) noexcept {
   if (!serving_ || fencing_ || lost_) return;  // a stop or a fence flushes the posted receives
   note_error("rdma receive failed", why);
-  if (control_->state() == core::context_state::running) post_response_receive(s);
+  if (control_ && control_->state() == core::context_state::running) post_response_receive(s);
 }
 
 void zero_copy_worker::io_path::on_forwarded(response_slot& s, bool delivered) noexcept {
@@ -681,7 +701,7 @@ void zero_copy_worker::io_path::host_send_failed(uint32_t key, status why) noexc
 
 size_t zero_copy_worker::io_path::poll() {
   size_t sent = 0;
-  while (!relays_.empty() && !lost_) {
+  while (!relays_.empty() && !lost_ && control_) {
     const uint32_t index = relays_.front();
     const status r = control_->submit(*requests_[index].relay);
     if (r == status::again) break;

@@ -65,6 +65,10 @@ std::unique_ptr<target_storage> target_storage::open(storage_options& config) {
   auto with_faults = [&config](std::unique_ptr<target_storage> s) {
     s->reads_.set(config.fail_reads_after);
     s->writes_.set(config.fail_writes_after);
+    s->answered_.set(config.drop_ios_after);
+    if (config.drop_ios_after)
+      ZC_LOG_WARN("fault injection: every IO after the first {} is left unanswered",
+                  *config.drop_ios_after);
     if (config.fail_reads_after)
       ZC_LOG_WARN("fault injection: every read after the first {} is refused",
                   *config.fail_reads_after);

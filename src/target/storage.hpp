@@ -29,6 +29,9 @@ struct storage_options {
   // after the first N is refused with IO_FAILED and not done, as a failing disk would.
   std::optional<uint64_t> fail_reads_after;
   std::optional<uint64_t> fail_writes_after;
+  // (--drop-ios-after N): every IO after the first N is taken and never answered, as by a target
+  // whose data path hangs while its control connection lives on.
+  std::optional<uint64_t> drop_ios_after;
 };
 
 class target_storage {
@@ -55,6 +58,8 @@ class target_storage {
   // fail_reads_after, fail_writes_after). Any thread.
   bool admit_read() noexcept { return reads_.admit(); }
   bool admit_write() noexcept { return writes_.admit(); }
+  // False when the IO about to be done must be left unanswered instead (drop_ios_after).
+  bool answer_io() noexcept { return answered_.admit(); }
 
   bool durable() const noexcept { return mapping_ != nullptr; }
   // Makes every write that completed before the call durable: msync(MS_SYNC) of the whole
@@ -88,6 +93,7 @@ class target_storage {
   };
   fault_budget reads_;
   fault_budget writes_;
+  fault_budget answered_;
 };
 
 }  // namespace zc::target

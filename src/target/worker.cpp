@@ -284,6 +284,15 @@ void target_worker::io_path::on_request(slot& s) {
     respond(s, status::invalid_value);
     return;
   }
+  if (!store_.answer_io()) {
+    // Fault injection (--drop-ios-after): the IO is never answered and its slot never posted
+    // again; nothing is in flight for it, so the session still ends in its own time.
+    --in_flight_;
+    ::zc::log::print(::zc::log::source::app, refusal_level(),
+                     "worker {}: {} left unanswered (fault injection: --drop-ios-after)", cpu_,
+                     type == io_message_type::write ? "write" : "read");
+    return;
+  }
   if (type == io_message_type::write ? !store_.admit_write() : !store_.admit_read()) {
     ::zc::log::print(::zc::log::source::app, refusal_level(),
                      "worker {}: {} refused (fault injection: --fail-{}s-after)", cpu_,

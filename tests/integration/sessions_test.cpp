@@ -335,6 +335,47 @@ TEST(sessions, a_restarted_target_is_reconnected_and_no_io_is_lost) {
   std::filesystem::remove(file);
 }
 
+// The same, with the target killed again and again under load, over shared memory, with 8 KiB IOs.
+// A target killed while it sends a READ's data leaves a rendezvous UCX never ends (the fence
+// would never drain: the service ends its process), or a slot of the service's shared-memory FIFO
+// it never filled (nothing more from any target arrives: every relayed IO times out, for ever).
+// The fence destroys the stopped contexts with their UCX worker (io_path::release_transport), and
+// the reconnect builds them on a new one. Whether a kill lands in such a window is chance, so the
+// test kills often enough that one very likely does (without the release: 3 runs of 3 failed).
+TEST(sessions, a_target_killed_again_and_again_under_load_is_reconnected_each_time) {
+  constexpr int kills = 6;
+  const auto file = std::filesystem::temp_directory_path() / unique_name("rekill-disk");
+  pipeline p({.backing_file = file.string(),
+              .service_flags = {"--reconnect-timeout", "30"},
+              .initiator_control_timeout_s = 30});
+  ASSERT_TRUE(p.start_target() && p.start_service()) << p.all_output();
+  p.start_initiator("read_write_data_validity_test", 2'000'000,
+                    {"--transaction-count", "64", "--blocks-per-io", "2"});
+  ASSERT_TRUE(p.initiator->wait_for_output("running read_write_data_validity_test", start_timeout))
+      << p.all_output();
+  for (int k = 1; k <= kills; ++k) {
+    std::this_thread::sleep_for(150ms);  // IOs flowing both ways when it dies
+    ASSERT_TRUE(p.initiator->running()) << "kill " << k << "\n" << p.all_output();
+    p.target->signal(SIGKILL);
+    ASSERT_TRUE(p.target->wait(start_timeout).has_value());
+    ASSERT_TRUE(p.service->wait_for_output("holding the host's IOs", start_timeout, k))
+        << "kill " << k << "\n"
+        << p.all_output();
+    ASSERT_TRUE(p.start_target()) << p.all_output();
+    ASSERT_TRUE(p.service->wait_for_output("reconnected to the target", start_timeout, k))
+        << "kill " << k << "\n"
+        << p.all_output();
+    // Served again: the IOs relayed after the reconnect are answered, not timed out (a stuck
+    // FIFO shows as "left an IO unanswered" and another loss).
+    ASSERT_TRUE(p.target->wait_for_output("data path started", start_timeout)) << p.all_output();
+  }
+  EXPECT_EQ(p.initiator->wait(run_timeout), std::optional<int>(0)) << p.all_output();
+  EXPECT_EQ(p.initiator->output().find("Test failed"), std::string::npos) << p.all_output();
+  EXPECT_EQ(p.service->output().find("left an IO unanswered"), std::string::npos) << p.all_output();
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(0)) << p.all_output();
+  std::filesystem::remove(file);
+}
+
 // While it reconnects, the service keeps answering its client: a target that is frozen (SIGSTOP:
 // its socket accepts, nothing answers) holds each reconnect attempt for the control timeout, and
 // the host, whose keep-alive timeout is shorter than that, must not lose the service meanwhile.
@@ -376,6 +417,32 @@ TEST(sessions, a_target_that_stays_away_past_the_reconnect_timeout_ends_the_sess
   EXPECT_NE(*code, 0) << p.all_output();
   EXPECT_NE(p.service->output().find("the target did not come back within --reconnect-timeout 2 s"),
             std::string::npos)
+      << p.all_output();
+  EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
+}
+
+// A target that takes every reconnect but whose data path hangs (--drop-ios-after: its IOs are
+// left unanswered, its control connection lives on) does not hold the host's IOs for ever: each
+// loss that follows a reconnect before any IO was answered goes on with the --reconnect-timeout
+// of the first loss, and when that has passed the session ends and the host is answered.
+TEST(sessions, a_target_that_comes_back_but_serves_nothing_ends_the_session_in_bounded_time) {
+  constexpr int reconnect_s = 4;
+  pipeline p({.target_flags = {"--keep-serving", "--drop-ios-after", "300"},
+              .service_flags = {"--reconnect-timeout", std::to_string(reconnect_s)},
+              .initiator_control_timeout_s = 60});
+  ASSERT_TRUE(p.start_target() && p.start_service()) << p.all_output();
+  p.start_initiator("read_write_data_validity_test", 1'000'000'000, {"--transaction-count", "8"});
+  // First loss after one control timeout; reconnects, each lost again a control timeout later,
+  // until the first loss's reconnect timeout has passed: one more control timeout at most.
+  const auto bound =
+      std::chrono::seconds(2 * control_timeout_s + reconnect_s + control_timeout_s) + start_timeout;
+  const auto code = p.initiator->wait(bound);
+  ASSERT_TRUE(code.has_value()) << "the host's IOs are still held\n" << p.all_output();
+  EXPECT_NE(*code, 0) << p.all_output();
+  EXPECT_TRUE(p.service->wait_for_output("reconnected to the target", start_timeout))
+      << p.all_output();
+  EXPECT_NE(p.service->output().find("lost again"), std::string::npos) << p.all_output();
+  EXPECT_NE(p.service->output().find("came back but answered no IO"), std::string::npos)
       << p.all_output();
   EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
 }

@@ -90,11 +90,20 @@ std::string subprocess::output() const {
   return s.str();
 }
 
-bool subprocess::wait_for_output(const std::string& text, std::chrono::milliseconds timeout) {
+bool subprocess::wait_for_output(const std::string& text, std::chrono::milliseconds timeout,
+                                 size_t times) {
+  const auto found = [&] {
+    const std::string out = output();
+    size_t n = 0;
+    for (size_t at = out.find(text); at != std::string::npos && n < times;
+         at = out.find(text, at + text.size()))
+      ++n;
+    return n >= times;
+  };
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (output().find(text) != std::string::npos) return true;
-    if (!running()) return output().find(text) != std::string::npos;
+    if (found()) return true;
+    if (!running()) return found();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;

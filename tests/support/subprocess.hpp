@@ -31,8 +31,10 @@ class subprocess {
   bool wait_stopped(std::chrono::milliseconds timeout);
   // Everything the child printed on stdout and stderr so far.
   std::string output() const;
-  // Waits until the output contains `text`; false on timeout or if the child exits first.
-  bool wait_for_output(const std::string& text, std::chrono::milliseconds timeout);
+  // Waits until the output contains `text` (`times` times or more); false on timeout or if the
+  // child exits first.
+  bool wait_for_output(const std::string& text, std::chrono::milliseconds timeout,
+                       size_t times = 1);
 
  private:
   pid_t pid_ = -1;

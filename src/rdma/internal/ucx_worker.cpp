@@ -85,6 +85,10 @@ std::shared_ptr<ucx_worker> ucx_worker::for_engine(core::progress_engine& engine
                                    [&] { return std::make_shared<ucx_worker>(engine, device); });
 }
 
+void ucx_worker::renew_for_engine(core::progress_engine& engine, const core::device& device) {
+  engine.forget_shared(key_for(device));
+}
+
 ucx_worker::ucx_worker(core::progress_engine& engine, const core::device& device)
     : engine_(engine) {
   // Without these, shared memory is silently dropped under peer error handling, and a dead peer

@@ -49,6 +49,8 @@ class ucx_worker final : public core::event_source {
  public:
   static std::shared_ptr<ucx_worker> for_engine(core::progress_engine& engine,
                                                 const core::device& device);
+  // The next for_engine() makes a new worker (rdma::renew_transport).
+  static void renew_for_engine(core::progress_engine& engine, const core::device& device);
   ucx_worker(core::progress_engine& engine, const core::device& device);
   ~ucx_worker() override;
 
