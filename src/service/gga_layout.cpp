@@ -24,7 +24,9 @@ gga_geometry double_geometry(uint64_t target_capacity, uint32_t target_block_siz
     throw status_error(status::invalid_value,
                        fmt::format("storage capacity {} is not whole blocks of {}", target_capacity,
                                    target_block_size));
-  if (format == accel::gga_format::v1) return {target_capacity * 2, target_block_size * 2, 0};
+  if (format == accel::gga_format::v1)
+    return {target_capacity * 2, target_block_size * 2, 0,
+            (target_capacity / target_block_size - 1) * target_block_size};
   const auto slots = accel::gga_slot_layout::of(format, target_block_size);
   const uint64_t blocks = slots.blocks_in(target_capacity / target_block_size);
   if (blocks == 0)

@@ -25,7 +25,9 @@ struct gga_geometry {
   uint64_t capacity = 0;    // bytes, as the host sees them
   uint32_t block_size = 0;  // B, as the host sees it (2 x Bt)
   uint32_t entry = 0;       // bytes of entry per slot: 0 (format v1) or 16 (v2)
-  uint64_t label_at = 0;    // v2: the volume label's byte offset on each target
+  // The volume label's byte offset on each target: v2's label; in v1, where a v2 label would be
+  // (a v1 service refuses a v2 volume).
+  uint64_t label_at = 0;
   uint32_t half() const noexcept { return block_size / 2; }
   uint64_t blocks() const noexcept { return block_size == 0 ? 0 : capacity / block_size; }
   accel::gga_slot_layout slots() const noexcept { return {half(), entry}; }

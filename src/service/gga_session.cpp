@@ -161,7 +161,11 @@ message gga_session::on_start(const message& request) {
   fan_out(request, message_type::start_storage_request, storage::empty_payload{},
           message_type::start_storage_response, error);
   if (error) return *error;
-  const uint8_t replaced = options_.format == accel::gga_format::v2 ? check_volume() : 0;
+  uint8_t replaced = 0;
+  if (options_.format == accel::gga_format::v2)
+    replaced = check_volume();
+  else
+    refuse_v2_volume();
   workers_.start(client_, options_.control_timeout);
   ZC_LOG_INFO("data path started on {} workers", workers_.size());
   if (replaced != 0) begin_rebuild(replaced);
@@ -287,6 +291,26 @@ uint8_t gga_session::check_volume() {
     return 0;
   }
   return blank;
+}
+
+// Format v1 reads a half without its entry: on a v2 volume it would return other bytes than were
+// written. A target whose last block holds a v2 label is refused before any host IO.
+void gga_session::refuse_v2_volume() {
+  gga_worker& worker = **workers_.begin();
+  const auto deadline = core::steady_clock::now() + 2 * options_.control_timeout;
+  const auto got = worker.label_io(false, {}, 0b111, deadline);
+  for (uint32_t k = 0; k < gga_target_count; ++k) {
+    accel::gga_label label{};
+    if (!got[k])
+      throw status_error(
+          status::not_connected,
+          fmt::format("storage {} did not answer the read of its last block", targets_.name(k)));
+    if (accel::decode_gga_label(*got[k], label) == accel::gga_label_state::valid)
+      throw status_error(status::invalid_value,
+                         fmt::format("storage {} holds gga volume {:016x} in format v2, and this "
+                                     "service has --gga-format v1: run it with --gga-format v2",
+                                     targets_.name(k), label.volume));
+  }
 }
 
 // The replacement targets in `replaced` get every block of the volume, rebuilt in the

@@ -85,6 +85,8 @@ class gga_session final : public request_handler {
   // The labels of the three targets checked (blank ones labelled); returns the replacements
   // (bit per target: blank targets beside labelled ones). Throws status_error on a mismatch.
   uint8_t check_volume();
+  // Format v1: throws status_error when a target holds a v2 volume label.
+  void refuse_v2_volume();
   void begin_rebuild(uint8_t replaced);
   void degrade(size_t target, const std::string& why);
   void stop_workers() noexcept;

@@ -899,7 +899,8 @@ TEST(gga_pipeline, two_blank_replacements_are_refused_at_start) {
 
 // Each target's volume label says which volume and which half it holds: a service given the
 // targets in another order, a target of another volume, another matrix or the reference's images
-// refuses to start, says why, and no IO is served.
+// refuses to start, says why, and no IO is served; so does a v1 service on a v2 volume (it would
+// read each half without its entry: other bytes than were written).
 struct identity_case {
   const char* name;
   std::function<void(gga_pipeline&)> prepare;  // after the generator ran
@@ -960,7 +961,10 @@ INSTANTIATE_TEST_SUITE_P(
                                         fs::copy_file(v1.path(f), p.path(f),
                                                       fs::copy_options::overwrite_existing);
                                     },
-                                    "not a format v2 volume"}),
+                                    "not a format v2 volume"},
+                      identity_case{"a_v2_volume_under_a_v1_service",
+                                    [](gga_pipeline& p) { p.set_service_format("v1"); },
+                                    "in format v2, and this service has --gga-format v1"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // --json gives the same flags; the configuration printed says what was read.
