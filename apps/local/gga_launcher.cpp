@@ -61,6 +61,7 @@ std::string compressible_text(uint64_t size) {
 int run_gga(const gga_options& options, const gga_programs& programs, const launcher_bounds& bounds,
             output_sink sink) {
   const zero_copy_options& o = options.common;
+  if (const auto refused = prepare_backing_dir(o.backing_dir)) return *refused;
   std::optional<scratch_dir> scratch;
   try {
     scratch.emplace();

@@ -82,6 +82,24 @@ void launcher_note(const std::string& text) {
   [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
 }
 
+std::optional<int> prepare_backing_dir(const std::string& dir) {
+  if (dir.empty()) return std::nullopt;
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (fs::is_directory(st)) return std::nullopt;
+  if (fs::exists(st)) {
+    launcher_note(fmt::format("--backing-dir {}: not a folder", dir));
+    return 2;
+  }
+  fs::create_directories(dir, ec);
+  if (ec) {
+    launcher_note(fmt::format("--backing-dir {}: cannot make the folder: {}", dir, ec.message()));
+    return 1;
+  }
+  launcher_note(fmt::format("made the folder {} for the targets' blocks (--backing-dir)", dir));
+  return std::nullopt;
+}
+
 int launcher_stop_signal() {
   return stop_signal != 0 ? static_cast<int>(stop_signal) : SIGTERM;
 }
@@ -345,6 +363,7 @@ int run_pipeline(const std::vector<pipeline_stage>& stages, uint32_t control_tim
 
 int run_zero_copy(const zero_copy_options& options, const zero_copy_programs& programs,
                   const launcher_bounds& bounds, output_sink sink) {
+  if (const auto refused = prepare_backing_dir(options.backing_dir)) return *refused;
   const std::vector<uint32_t> cores = usable_cpus();
   const std::string channel = unique_channel_name("zcstore_local");
   std::vector<pipeline_stage> stages{

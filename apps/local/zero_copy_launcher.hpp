@@ -60,6 +60,11 @@ output_sink name_bar_writer(int out_fd = 1, int err_fd = 2);
 // "zcstore_local: text" on stderr in one write(2): the launcher's own lines.
 void launcher_note(const std::string& text);
 
+// --backing-dir DIR, before anything starts: made with its parents when it does not exist yet
+// (and said so). nullopt when it is ready (or not given), else the exit status after a one-line
+// reason: 2 for a path that is not a folder, 1 when it cannot be made.
+std::optional<int> prepare_backing_dir(const std::string& dir);
+
 struct launcher_bounds {
   // For the target's "listening on port" and the service's "listening on channel" lines.
   std::chrono::milliseconds start = std::chrono::seconds(30);

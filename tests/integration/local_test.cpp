@@ -205,6 +205,21 @@ TEST_F(local_pipeline, target_that_cannot_start_is_named) {
   for (const auto& [name, pid] : pids) EXPECT_FALSE(alive(pid)) << name;
 }
 
+// --backing-dir that names a file: one line, exit 2, nothing started (a folder that does not exist
+// yet is made: nbd_pipeline.local_zero_copy_keeps_every_byte_across_a_restart_over_backing_dir).
+TEST_F(local_pipeline, a_backing_dir_that_is_a_file_is_refused_before_anything_starts) {
+  temp_dir dir;
+  const std::string file = dir / "plain";
+  std::ofstream(file) << "not a folder";
+  test::subprocess run(launcher({"--backing-dir", file}), ucx_env);
+  auto status = run.wait(run_bound);
+  ASSERT_TRUE(status.has_value()) << run.output();
+  EXPECT_EQ(*status, 2) << run.output();
+  EXPECT_NE(run.output().find("--backing-dir " + file + ": not a folder"), std::string::npos)
+      << run.output();
+  EXPECT_TRUE(child_pids(run.output()).empty()) << run.output();
+}
+
 // zcstore_local gga: the generator makes the images of a compressible plain file of its own, three
 // targets serve them, and the gga service rebuilds every 3rd block read from the other half and
 // the parity while the initiator validates every read against the plain file.

@@ -524,8 +524,7 @@ class local_nbd {
 TEST_F(nbd_pipeline, local_zero_copy_keeps_every_byte_across_a_restart_over_backing_dir) {
   for (const char* c : {"nbdcopy", "qemu-img"})
     if (!have(c)) GTEST_SKIP() << c << " is not installed";
-  const auto backing = dir_ / "disk";
-  fs::create_directories(backing);
+  const auto backing = dir_ / "new" / "disk";  // made by zcstore_local, parents included
   const std::vector<std::string> extra{"--backing-dir", backing.string(), "--target-size",
                                        std::to_string(nbd_disk)};
   const auto image = content_bytes(nbd_disk, 21);
@@ -537,6 +536,9 @@ TEST_F(nbd_pipeline, local_zero_copy_keeps_every_byte_across_a_restart_over_back
   {
     local_nbd first("zero-copy", socket_, extra);
     ASSERT_TRUE(first.ready()) << first.process->output();
+    EXPECT_NE(first.process->output().find("made the folder " + backing.string()),
+              std::string::npos)
+        << first.process->output();
     auto r =
         run_client({"qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", in.string(), uri()});
     ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << first.process->output();
