@@ -206,21 +206,30 @@ message gga_session::on_shutdown(const message& request) {
 // The three targets' volume labels (FORMATS.md §4.3), read through the first worker before any
 // host IO: each must be blank or a label of this volume, in its place, with this matrix and
 // geometry; blank ones are labelled (a new volume, or replacements).
+std::array<gga_worker::label_bytes, gga_target_count> gga_session::read_labels() {
+  const auto deadline = core::steady_clock::now() + 2 * options_.control_timeout;
+  const auto got = (**workers_.begin()).label_io(false, {}, 0b111, deadline);
+  std::array<gga_worker::label_bytes, gga_target_count> out{};
+  for (uint32_t k = 0; k < gga_target_count; ++k) {
+    if (!got[k])
+      throw status_error(
+          status::not_connected,
+          fmt::format("storage {} did not answer the read of its volume label", targets_.name(k)));
+    out[k] = *got[k];
+  }
+  return out;
+}
+
 uint8_t gga_session::check_volume() {
   static constexpr const char* role_names[] = {"data 1", "data 2", "parity"};
   gga_worker& worker = **workers_.begin();
-  const auto deadline = core::steady_clock::now() + 2 * options_.control_timeout;
-  const auto got = worker.label_io(false, {}, 0b111, deadline);
+  const auto got = read_labels();
   std::array<accel::gga_label, gga_target_count> labels{};
   std::optional<accel::gga_label> volume;
   uint8_t blank = 0;
   for (uint32_t k = 0; k < gga_target_count; ++k) {
     const std::string name = targets_.name(k);
-    if (!got[k])
-      throw status_error(
-          status::not_connected,
-          fmt::format("storage {} did not answer the read of its volume label", name));
-    const auto state = accel::decode_gga_label(*got[k], labels[k]);
+    const auto state = accel::decode_gga_label(got[k], labels[k]);
     if (state == accel::gga_label_state::blank) {
       blank = static_cast<uint8_t>(blank | (1u << k));
       continue;
@@ -273,7 +282,9 @@ uint8_t gga_session::check_volume() {
     accel::encode_gga_label({accel::gga_role(k), static_cast<uint8_t>(options_.matrix),
                              geometry_->half(), geometry_->blocks(), id},
                             bytes[k]);
-  const auto written = worker.label_io(true, bytes, blank, deadline);
+  // Its own deadline: the read may have used most of one.
+  const auto written =
+      worker.label_io(true, bytes, blank, core::steady_clock::now() + 2 * options_.control_timeout);
   for (uint32_t k = 0; k < gga_target_count; ++k) {
     if ((blank & (1u << k)) == 0) continue;
     if (!written[k])
@@ -296,16 +307,10 @@ uint8_t gga_session::check_volume() {
 // Format v1 reads a half without its entry: on a v2 volume it would return other bytes than were
 // written. A target whose last block holds a v2 label is refused before any host IO.
 void gga_session::refuse_v2_volume() {
-  gga_worker& worker = **workers_.begin();
-  const auto deadline = core::steady_clock::now() + 2 * options_.control_timeout;
-  const auto got = worker.label_io(false, {}, 0b111, deadline);
+  const auto got = read_labels();
   for (uint32_t k = 0; k < gga_target_count; ++k) {
     accel::gga_label label{};
-    if (!got[k])
-      throw status_error(
-          status::not_connected,
-          fmt::format("storage {} did not answer the read of its last block", targets_.name(k)));
-    if (accel::decode_gga_label(*got[k], label) == accel::gga_label_state::valid)
+    if (accel::decode_gga_label(got[k], label) == accel::gga_label_state::valid)
       throw status_error(status::invalid_value,
                          fmt::format("storage {} holds gga volume {:016x} in format v2, and this "
                                      "service has --gga-format v1: run it with --gga-format v2",

@@ -87,6 +87,9 @@ class gga_session final : public request_handler {
   uint8_t check_volume();
   // Format v1: throws status_error when a target holds a v2 volume label.
   void refuse_v2_volume();
+  // The three targets' label bytes, read through the first worker; throws status_error when one
+  // does not answer in time.
+  std::array<gga_worker::label_bytes, gga_target_count> read_labels();
   void begin_rebuild(uint8_t replaced);
   void degrade(size_t target, const std::string& why);
   void stop_workers() noexcept;
