@@ -23,13 +23,19 @@
 
 namespace zc::nbd {
 
-enum class io_kind : uint8_t { read, write, flush };
+// write_zeroes: a write of zeros over the io's range; the backend fills the io's memory itself
+// (off the server's thread) or zeroes by a cheaper way.
+enum class io_kind : uint8_t { read, write, flush, write_zeroes };
+
+constexpr bool writes(io_kind k) noexcept {
+  return k == io_kind::write || k == io_kind::write_zeroes;
+}
 
 // One unit of IO, owned by the backend between acquire() and release().
 struct io {
   io_kind kind = io_kind::read;
   uint64_t offset = 0;              // bytes into the storage; block aligned
-  uint32_t length = 0;              // bytes; 0 for a flush
+  uint32_t length = 0;              // bytes, a whole number of blocks; 0 for a flush
   status result = status::success;  // set by the backend before it hands the io back
   // The server's bookkeeping, untouched by the backend.
   void* owner = nullptr;
@@ -46,8 +52,11 @@ class backend {
   virtual uint32_t block_size() const noexcept = 0;  // the smallest aligned unit
   // The most bytes one acquire() may ask for (a multiple of block_size()).
   virtual uint32_t max_io() const noexcept = 0;
-  // Bytes of IO memory in all: the server keeps any one connection well below it.
+  // Bytes of IO memory in all, and the backend's queue entries in all (an io of `length` bytes
+  // takes slots_for(length) of them, at least 1): the server shares both among its connections.
   virtual uint64_t memory() const noexcept = 0;
+  virtual uint32_t slots() const noexcept = 0;
+  virtual uint32_t slots_for(uint32_t length) const noexcept = 0;
   virtual bool read_only() const noexcept = 0;
 
   // An io with memory for `length` bytes (0 < length <= max_io(), or 0 for a flush), or nullptr

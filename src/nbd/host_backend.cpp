@@ -16,16 +16,19 @@ using storage::io_message_type;
 // What the server holds is the io part; the backend gets back to the rest with a static_cast.
 struct host_backend::host_io : io {
   lane* owner = nullptr;
-  std::vector<uint32_t> slots;  // of owner's worker, one per slice, in order
+  std::vector<uint32_t> slots;          // of owner's worker, one per IO message, in order
+  std::vector<block_runs::run> memory;  // the blocks of each message (none for a flush)
   std::vector<iovec> vecs;
   uint32_t pending = 0;  // messages not yet completed (worker thread)
   status error = status::success;
 };
 
 struct host_backend::lane {
+  lane(uint32_t slices, uint32_t blocks_per_slice) : blocks(slices, blocks_per_slice) {}
   host::worker* worker = nullptr;
   uint64_t region_base = 0;          // this worker's first slice
   std::vector<uint32_t> free_slots;  // server thread
+  block_runs blocks;                 // server thread: its IO memory, block by block
   std::vector<host_io*> owner;       // slot -> its io; written before the io is queued
   std::mutex inbox_mutex;
   std::vector<host_io*> inbox;  // under inbox_mutex
@@ -49,8 +52,11 @@ host_backend::host_backend(host::session& session, host_backend_options options)
       options_.slots_per_worker == 0 || session_.workers().empty())
     throw status_error(status::invalid_value, "the NBD backend needs storage, slots and workers");
   slice_ = slice_size(options_.capacity, options_.block_size);
-  const uint64_t most = uint64_t(slice_) * options_.slots_per_worker;
-  max_io_ = static_cast<uint32_t>(std::min<uint64_t>(max_request_size, most));
+  // One request takes at most half of one worker's memory and IO messages, so that no request
+  // (and no client, which the server holds to its share) waits for all of them.
+  const uint64_t half =
+      std::max<uint64_t>(uint64_t(slice_) * options_.slots_per_worker / 2, slice_);
+  max_io_ = static_cast<uint32_t>(std::min<uint64_t>(max_request_size, half));
   max_io_ -= max_io_ % options_.block_size;
   const uint32_t pieces = (max_io_ + slice_ - 1) / slice_;
   if (session_.region().size() < region_size(options_, uint32_t(session_.workers().size())))
@@ -61,7 +67,7 @@ host_backend::host_backend(host::session& session, host_backend_options options)
 
   uint64_t base = 0;
   for (auto& w : session_.workers()) {
-    auto l = std::make_unique<lane>();
+    auto l = std::make_unique<lane>(options_.slots_per_worker, slice_ / options_.block_size);
     l->worker = w.get();
     l->region_base = base;
     base += uint64_t(slice_) * options_.slots_per_worker;
@@ -76,6 +82,7 @@ host_backend::host_backend(host::session& session, host_backend_options options)
   for (size_t i = 0; i < total; ++i) {
     auto h = std::make_unique<host_io>();
     h->slots.reserve(pieces);
+    h->memory.reserve(pieces);
     h->vecs.reserve(pieces);
     free_ios_.push_back(h.get());
     ios_.push_back(std::move(h));
@@ -106,29 +113,46 @@ uint64_t host_backend::memory() const noexcept {
   return uint64_t(slice_) * options_.slots_per_worker * lanes_.size();
 }
 
+uint32_t host_backend::slots() const noexcept {
+  return options_.slots_per_worker * static_cast<uint32_t>(lanes_.size());
+}
+
+uint32_t host_backend::slots_for(uint32_t length) const noexcept {
+  return length == 0 ? 1 : (length + slice_ - 1) / slice_;
+}
+
+// An IO message per slice's worth of bytes, each with its own run of blocks in one slice of the
+// worker's memory; all of one worker.
 io* host_backend::acquire(uint32_t length) noexcept {
-  if (length > max_io_ || free_ios_.empty()) return nullptr;
-  const uint32_t pieces = length == 0 ? 1 : (length + slice_ - 1) / slice_;
+  if (length > max_io_ || length % options_.block_size != 0 || free_ios_.empty()) return nullptr;
+  const uint32_t pieces = slots_for(length);
   for (size_t k = 0; k < lanes_.size(); ++k) {
     lane& l = *lanes_[(next_lane_ + k) % lanes_.size()];
     if (l.free_slots.size() < pieces) continue;
-    next_lane_ = (next_lane_ + k + 1) % lanes_.size();
     host_io* h = free_ios_.back();
+    h->memory.clear();
+    h->vecs.clear();
+    for (uint32_t left = length; left != 0;) {
+      const uint32_t n = std::min(left, slice_);
+      const auto run = l.blocks.take(n / options_.block_size);
+      if (!run) break;
+      h->memory.push_back(*run);
+      h->vecs.push_back({session_.region().data() + address(l, *run), n});
+      left -= n;
+    }
+    if (length != 0 && h->memory.size() != pieces) {  // not in this worker's memory now
+      for (const auto& r : h->memory) l.blocks.give_back(r);
+      continue;
+    }
     free_ios_.pop_back();
+    next_lane_ = (next_lane_ + k + 1) % lanes_.size();
     h->owner = &l;
     h->slots.clear();
-    h->vecs.clear();
-    uint32_t left = length;
     for (uint32_t i = 0; i < pieces; ++i) {
       const uint32_t slot = l.free_slots.back();
       l.free_slots.pop_back();
       l.owner[slot] = h;
       h->slots.push_back(slot);
-      if (length != 0) {
-        const uint32_t n = std::min(left, slice_);
-        h->vecs.push_back({session_.region().data() + l.region_base + uint64_t(slot) * slice_, n});
-        left -= n;
-      }
     }
     static_cast<io&>(*h) = io{};
     h->length = length;
@@ -136,6 +160,10 @@ io* host_backend::acquire(uint32_t length) noexcept {
     return h;
   }
   return nullptr;
+}
+
+uint64_t host_backend::address(const lane& l, const block_runs::run& r) const noexcept {
+  return l.region_base + uint64_t(r.slice) * slice_ + uint64_t(r.first) * options_.block_size;
 }
 
 void host_backend::submit(io& x) noexcept {
@@ -177,15 +205,19 @@ void host_backend::run_inbox(lane& l) noexcept {
   for (host_io* h : l.running) {
     const io& x = *h;
     const auto type = x.kind == io_kind::read    ? io_message_type::read
-                      : x.kind == io_kind::write ? io_message_type::write
-                                                 : io_message_type::flush;
+                      : x.kind == io_kind::flush ? io_message_type::flush
+                                                 : io_message_type::write;
+    // Zeroes are written as data until the targets take a zeroing message (DESIGN §2, type 5),
+    // and made here, on the worker's thread, not on the server's.
+    if (x.kind == io_kind::write_zeroes)
+      for (const iovec& v : h->vecs) std::memset(v.iov_base, 0, v.iov_len);
     const uint32_t pieces = static_cast<uint32_t>(h->slots.size());
     for (uint32_t i = 0; i < pieces; ++i) {
       const uint32_t slot = h->slots[i];
       host::io_request r{.type = type};
       if (type != io_message_type::flush) {
         r.io_size = static_cast<uint32_t>(h->vecs[i].iov_len);
-        r.requester_offset = l.region_base + uint64_t(slot) * slice_;
+        r.requester_offset = address(l, h->memory[i]);
         r.storage_offset = x.offset + uint64_t(i) * slice_;
       }
       if (status s = q.submit(slot, r); !ok(s)) on_complete(l, slot, s);
@@ -236,7 +268,9 @@ void host_backend::release(io& x) noexcept {
     l.owner[slot] = nullptr;
     l.free_slots.push_back(slot);
   }
+  for (const auto& r : h.memory) l.blocks.give_back(r);
   h.slots.clear();
+  h.memory.clear();
   free_ios_.push_back(&h);
 }
 

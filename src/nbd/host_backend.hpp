@@ -1,7 +1,8 @@
-// The NBD server's storage over a host::session (the zero-copy or gga pipeline): each worker's
-// transaction slots own fixed slices of the session's IO region; an io takes as many slots of one
-// worker as its length needs (one IO message per slice, a slice at most max_blocks_per_message
-// blocks, which gga takes), and completes once every message has been answered. Submissions go
+// The NBD server's storage over a host::session (the zero-copy or gga pipeline): each worker has
+// its transaction slots and its part of the session's IO region, slots_per_worker slices of at most
+// max_blocks_per_message blocks (which gga takes). An io takes one slot per slice's worth of
+// bytes (one IO message each) and, for each, a run of blocks inside one slice of the same worker:
+// a 4 KiB request holds 4 KiB. It completes once every message has been answered. Submissions go
 // to the worker's engine thread through a queue and a posted job; completions come back on that
 // thread and reach the server's thread through a queue signalled by an eventfd.
 //
@@ -19,6 +20,7 @@
 
 #include "host/session.hpp"
 #include "nbd/backend.hpp"
+#include "nbd/block_runs.hpp"
 #include "storage/unique_fd.hpp"
 
 namespace zc::nbd {
@@ -53,6 +55,8 @@ class host_backend final : public backend {
   uint32_t block_size() const noexcept override { return options_.block_size; }
   uint32_t max_io() const noexcept override { return max_io_; }
   uint64_t memory() const noexcept override;
+  uint32_t slots() const noexcept override;
+  uint32_t slots_for(uint32_t length) const noexcept override;
   bool read_only() const noexcept override { return options_.read_only; }
   io* acquire(uint32_t length) noexcept override;
   void submit(io& x) noexcept override;
@@ -67,6 +71,8 @@ class host_backend final : public backend {
   void run_inbox(lane& l) noexcept;
   void on_complete(lane& l, uint32_t slot, status result) noexcept;
   void complete(host_io& h) noexcept;
+  // Where a run of a worker's blocks lies in the session's IO region.
+  uint64_t address(const lane& l, const block_runs::run& r) const noexcept;
 
   host::session& session_;
   host_backend_options options_;

@@ -35,6 +35,9 @@ constexpr size_t max_iov = 64;
 // The meta context id of base:allocation on every connection.
 constexpr uint32_t base_allocation_id = 1;
 constexpr int epoll_batch = 64;
+// Passes in which memory came back without enough for a waiting request before it reserves what
+// comes back next (see within_share).
+constexpr uint32_t max_misses = 16;
 // proto.md: the minimum block size a server announces is a power of two of at most 64 KiB.
 constexpr uint32_t max_minimum_block_size = 64 * 1024;
 
@@ -129,7 +132,7 @@ struct server::request {
   enum class stage : uint8_t {
     idle,       // no io held or wanted
     want_lock,  // an unaligned write waiting for an edge block (in lock_waiting_)
-    want_io,    // waiting for IO memory (in waiting_)
+    want_io,    // waiting for IO memory (in its connection's wants)
     receiving,  // a WRITE's payload is being read into x
     submitted,  // x is with the backend
     replying,   // the reply is queued
@@ -197,6 +200,14 @@ struct server::connection {
   std::vector<uint32_t> free;
   uint32_t in_flight = 0;
   uint64_t in_flight_bytes = 0;
+  // What its ios hold, from acquire to release: kept within its share (server::within_share).
+  uint64_t held_bytes = 0;
+  uint32_t held_slots = 0;
+  // Its requests waiting for an io, oldest first: they go in order, and only behind each other.
+  std::deque<uint32_t> wants;
+  // Passes in which memory came back and the backend still had none for wants.front().
+  uint32_t misses = 0;
+  bool contending = false;  // holds an io or wants one: counted in server::contenders_
   uint32_t receiving = 0;
   uint64_t payload_done = 0;
   bool blocked = false;  // a WRITE waits for memory for its payload: nothing more is read
@@ -373,9 +384,9 @@ void server::run() {
   // requests waiting for them go on, and the connections that stopped reading for them read again.
   auto let_waiters_on = [&] {
     memory_freed_ = false;
-    const bool any_waiting = !waiting_.empty() || !lock_waiting_.empty();
+    const bool any_waiting = !wanting_.empty() || !lock_waiting_.empty();
     if (lock_released_) retry_lock_waiting();
-    if (!waiting_.empty()) retry_waiting();
+    if (!wanting_.empty()) retry_waiting();
     if (any_waiting)
       for (auto& [p, c] : connections_) mark(*c);
   };
@@ -403,11 +414,14 @@ void server::run() {
       listeners_.clear();
       paused_listeners_.clear();
       // Requests still waiting for memory are answered at once; nothing new is read.
-      while (!waiting_.empty()) {
-        auto [c, index] = waiting_.front();
-        waiting_.pop_front();
-        if (c->requests[index].at == request::stage::want_io) {
-          if (c->blocked) {
+      reserved_ = nullptr;
+      while (!wanting_.empty()) {
+        connection* c = wanting_.front();
+        wanting_.pop_front();
+        while (!c->dead && !c->wants.empty()) {
+          const uint32_t index = c->wants.front();
+          c->wants.pop_front();
+          if (c->blocked && c->at == connection::phase::payload && c->receiving == index) {
             c->blocked = false;
             close_connection(*c);  // mid-WRITE: its payload will never be read
           } else {
@@ -415,6 +429,8 @@ void server::run() {
             finish(*c, index, static_cast<uint32_t>(error_code::eshutdown));
           }
         }
+        c->wants.clear();
+        recount(*c);
         mark(*c);
       }
       // So are writes waiting for a block an unaligned one holds.
@@ -1077,24 +1093,74 @@ uint32_t server::io_length(const request& r) const noexcept {
   return r.h.length;
 }
 
-// Gets an io for what r does next, or queues r until memory comes back (first come, first
-// served: nothing overtakes a request already waiting).
+// Gets an io for what r does next, or queues r behind the connection's earlier waiters until
+// memory comes back or the connection is back within its share.
 void server::start_io(connection& c, uint32_t index) {
   request& r = c.requests[index];
-  io* x = waiting_.empty() ? storage_.acquire(io_length(r)) : nullptr;
+  io* x = c.wants.empty() ? take_io(c, io_length(r)) : nullptr;
   if (x == nullptr) {
     r.at = request::stage::want_io;
-    waiting_.emplace_back(&c, index);
+    if (c.wants.empty()) wanting_.push_back(&c);
+    c.wants.push_back(index);
+    recount(c);
     if (c.at == connection::phase::payload && c.receiving == index) c.blocked = true;
     return;
   }
   use_io(c, index, *x);
 }
 
+// IO memory and queue entries are shared so that no client can starve the others, and no request
+// waits behind another connection's:
+// - a connection holds at most memory() / n bytes and slots() / n slots, n the connections that
+//   hold or want an io (at least 2 where two may connect: a newcomer finds half free); one io
+//   always, so each makes progress (the backend keeps one io within half a worker's memory);
+// - each connection's waiters are served in order, connections in turn: one whose next request
+//   does not fit now holds up no other connection;
+// - a request passed over for max_misses passes in which memory came back (a large one among a
+//   stream of small ones) reserves what comes back: no other connection gets an io until it has
+//   one, which takes no longer than the ios out now take to finish.
+bool server::within_share(const connection& c, uint32_t length) const noexcept {
+  if (c.held_slots == 0) return true;
+  const uint32_t n = std::max(contenders_, std::min<uint32_t>(2, options_.max_connections));
+  const uint32_t block = storage_.block_size();
+  const uint64_t bytes = (uint64_t(length) + block - 1) / block * block;
+  return c.held_bytes + bytes <= storage_.memory() / n &&
+         c.held_slots + storage_.slots_for(length) <= storage_.slots() / n;
+}
+
+io* server::take_io(connection& c, uint32_t length) {
+  if ((reserved_ != nullptr && reserved_ != &c) || !within_share(c, length)) return nullptr;
+  io* x = storage_.acquire(length);
+  if (x == nullptr) return nullptr;
+  x->owner = &c;
+  c.held_bytes += x->length;
+  c.held_slots += storage_.slots_for(x->length);
+  recount(c);
+  return x;
+}
+
+void server::release_io(io& x) noexcept {
+  auto& c = *static_cast<connection*>(x.owner);
+  c.held_bytes -= x.length;
+  c.held_slots -= storage_.slots_for(x.length);
+  recount(c);
+  storage_.release(x);
+  memory_freed_ = true;
+}
+
+void server::recount(connection& c) noexcept {
+  const bool now = c.held_slots != 0 || !c.wants.empty();
+  if (now == c.contending) return;
+  c.contending = now;
+  if (now)
+    ++contenders_;
+  else
+    --contenders_;
+}
+
 void server::use_io(connection& c, uint32_t index, io& x) {
   request& r = c.requests[index];
   r.x = &x;
-  x.owner = &c;
   x.tag = index;
   x.kind = r.next_kind;
   if (r.rmw && r.next_kind != io_kind::flush) {
@@ -1115,8 +1181,8 @@ void server::use_io(connection& c, uint32_t index, io& x) {
     read_held_blocks(c, index);
   } else if (static_cast<command>(r.h.type) == command::write_zeroes &&
              r.next_kind == io_kind::write) {
+    x.kind = io_kind::write_zeroes;  // zeroed by the backend, not on this thread
     x.offset = r.next;
-    for (const iovec& s : x.segments) std::memset(s.iov_base, 0, s.iov_len);
     submit_write(c, index);
   } else if (r.next_kind == io_kind::write) {
     x.offset = r.h.offset;
@@ -1154,8 +1220,8 @@ bool server::write_in_flight_over(const block_range& blocks) const {
   const uint32_t block = storage_.block_size();
   for (const auto& [p, c] : connections_)
     for (const request& q : c->requests)
-      if (q.used && q.at == request::stage::submitted && q.x != nullptr &&
-          q.x->kind == io_kind::write && blocks_of(q.x->offset, q.x->length, block).meets(blocks))
+      if (q.used && q.at == request::stage::submitted && q.x != nullptr && writes(q.x->kind) &&
+          blocks_of(q.x->offset, q.x->length, block).meets(blocks))
         return true;
   return false;
 }
@@ -1222,24 +1288,55 @@ void server::retry_lock_waiting() {
   }
 }
 
+// Gives each waiting connection, in turn, ios for its waiters in order while they fit (see
+// within_share); the one reserved goes first.
 void server::retry_waiting() {
-  while (!waiting_.empty()) {
-    auto [c, index] = waiting_.front();
-    io* x = storage_.acquire(io_length(c->requests[index]));
-    if (x == nullptr) return;
-    waiting_.pop_front();
-    // An unaligned write's payload still waits for the read of the blocks around it.
-    if (c->at == connection::phase::payload && c->receiving == index && !c->requests[index].rmw)
-      c->blocked = false;
-    use_io(*c, index, *x);
+  // Still short: the others wait (unless it lost its reservation, being over its share now).
+  if (reserved_ != nullptr && !serve_wants(*reserved_) && reserved_ != nullptr) return;
+  for (size_t n = wanting_.size(); n-- > 0 && !wanting_.empty();) {
+    connection* c = wanting_.front();
+    wanting_.pop_front();
+    if (!serve_wants(*c)) {
+      wanting_.push_back(c);
+      if (reserved_ == nullptr && c->misses >= max_misses) reserved_ = c;
+    }
   }
+}
+
+// Serves c's waiters in order; false when one is left waiting.
+bool server::serve_wants(connection& c) {
+  while (!c.wants.empty()) {
+    const uint32_t index = c.wants.front();
+    const uint32_t length = io_length(c.requests[index]);
+    io* x = take_io(c, length);
+    if (x == nullptr) {
+      if (!within_share(c, length)) {
+        // Over its share (more connections want ios now): it waits for its own ios to come
+        // back, and reserves nothing meanwhile.
+        c.misses = 0;
+        if (reserved_ == &c) reserved_ = nullptr;
+      } else if (reserved_ == nullptr || reserved_ == &c) {
+        ++c.misses;  // short of the backend's memory: a pass that counts as a miss
+      }
+      return false;
+    }
+    c.wants.pop_front();
+    c.misses = 0;
+    if (reserved_ == &c) reserved_ = nullptr;
+    recount(c);
+    // An unaligned write's payload still waits for the read of the blocks around it.
+    if (c.at == connection::phase::payload && c.receiving == index && !c.requests[index].rmw)
+      c.blocked = false;
+    use_io(c, index, *x);
+  }
+  return true;
 }
 
 void server::on_io_done(connection& c, uint32_t index, io& x) {
   request& r = c.requests[index];
   const bool failed = !ok(x.result);
   // A write that landed may be what an unaligned write waits for before it takes a block.
-  if (x.kind == io_kind::write && !lock_waiting_.empty()) lock_released_ = true;
+  if (writes(x.kind) && !lock_waiting_.empty()) lock_released_ = true;
   if (failed) {
     ++counters_.io_errors;
     ZC_LOG_ERROR("nbd: {}{} of {} bytes at offset {:#x} failed: {}",
@@ -1288,7 +1385,7 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     submit_io(c, index);
     return;
   }
-  if (r.locked && x.kind == io_kind::write) unlock(r);  // its write-back landed
+  if (r.locked && writes(x.kind)) unlock(r);  // its write-back landed
   if (type == command::read && !failed) {
     reply rep;
     if (c.structured) {
@@ -1316,7 +1413,7 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     finish(c, index, static_cast<uint32_t>(error_code::eio));
     return;
   }
-  if (type == command::write_zeroes && x.kind == io_kind::write) {
+  if (type == command::write_zeroes && writes(x.kind)) {
     r.next = partial_zeroes(r) ? std::min<uint64_t>(r.end, x.offset + storage_.block_size())
                                : r.next + x.length;
     if (r.next < r.end) {
@@ -1464,7 +1561,11 @@ void server::close_connection(connection& c) {
   }
   c.fd.reset();
   --open_connections_;
-  std::erase_if(waiting_, [&c](const auto& w) { return w.first == &c; });
+  std::erase(wanting_, &c);
+  c.wants.clear();
+  c.misses = 0;
+  if (reserved_ == &c) reserved_ = nullptr;
+  recount(c);
   std::erase_if(lock_waiting_, [&c](const auto& w) { return w.first == &c; });
   c.blocked = false;
   // Replies not sent and memory not submitted go back now.

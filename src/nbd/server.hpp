@@ -143,6 +143,11 @@ class server {
   void use_io(connection& c, uint32_t index, io& x);
   void submit_io(connection& c, uint32_t index);
   void retry_waiting();
+  bool serve_wants(connection& c);
+  // IO memory and backend slots, shared among the connections (see server.cpp).
+  bool within_share(const connection& c, uint32_t length) const noexcept;
+  io* take_io(connection& c, uint32_t length);
+  void recount(connection& c) noexcept;
   // Read-modify-write of a request not aligned to the storage's block: its partial edge blocks
   // are held by one such request at a time (two of them in one block would lose an update).
   // A read-modify-write whose io is ready joins lock_waiting_; its read is submitted once it holds
@@ -158,10 +163,7 @@ class server {
   void retry_lock_waiting();
   // Every io goes back to the backend through here: memory that comes back may let a waiting
   // request go on, which run() checks once the connections are served.
-  void release_io(io& x) noexcept {
-    storage_.release(x);
-    memory_freed_ = true;
-  }
+  void release_io(io& x) noexcept;
   void on_completions();
   void on_io_done(connection& c, uint32_t index, io& x);
   void finish(connection& c, uint32_t index, uint32_t error);
@@ -186,8 +188,11 @@ class server {
   std::atomic<bool> stop_{false};
   std::unordered_map<connection*, std::unique_ptr<connection>> connections_;
   uint32_t open_connections_ = 0;
-  // Requests waiting for IO memory, oldest first: (connection, request index).
-  std::deque<std::pair<connection*, uint32_t>> waiting_;
+  // Connections whose requests wait for an io (connection::wants), served in turn.
+  std::deque<connection*> wanting_;
+  // The connection whose next request was passed over max_misses times: ios go to it first.
+  connection* reserved_ = nullptr;
+  uint32_t contenders_ = 0;  // connections that hold an io or want one
   // Writes waiting for blocks (read-modify-writes to take them, others for blocks one holds),
   // oldest first.
   std::deque<std::pair<connection*, uint32_t>> lock_waiting_;

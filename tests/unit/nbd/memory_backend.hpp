@@ -1,7 +1,9 @@
-// A storage backend in memory, for the server's tests only: a fixed number of ios, each with its
-// own buffer of max_io bytes (one segment, or segments of `segment` bytes, as host_backend cuts
-// its slices), completed at once (on submit) but handed back through the same eventfd-signalled
-// path as the real one. Optional faults: every IO at one offset fails.
+// A storage backend in memory, for the server's tests only: a fixed number of ios (one slot each),
+// each with its own buffer of max_io bytes (one segment, or segments of `segment` bytes, as
+// host_backend cuts its slices), completed at once (on submit) but handed back through the same
+// eventfd-signalled path as the real one. Optional: a limit on the bytes all ios hold at once
+// (memory() is then that limit, as host_backend's block-granular memory), completions held until
+// the test lets them go, and faults (every IO at one offset fails).
 #pragma once
 
 #include <sys/eventfd.h>
@@ -9,6 +11,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -37,13 +41,19 @@ class memory_backend final : public backend {
   uint64_t size() const noexcept override { return data_.size(); }
   uint32_t block_size() const noexcept override { return block_; }
   uint32_t max_io() const noexcept override { return max_io_; }
-  uint64_t memory() const noexcept override { return uint64_t(max_io_) * ios_.size(); }
+  uint64_t memory() const noexcept override {
+    return limit_ != 0 ? limit_ : uint64_t(max_io_) * ios_.size();
+  }
+  uint32_t slots() const noexcept override { return static_cast<uint32_t>(ios_.size()); }
+  uint32_t slots_for(uint32_t) const noexcept override { return 1; }
   bool read_only() const noexcept override { return read_only_; }
 
   io* acquire(uint32_t length) noexcept override {
-    if (free_.empty() || length > max_io_) return nullptr;
+    if (free_.empty() || length > max_io_ || held_ + length > memory()) return nullptr;
     slot* s = free_.back();
     free_.pop_back();
+    held_ += length;
+    peak_ios_ = std::max(peak_ios_, ios_.size() - free_.size());
     s->x = io{};
     s->x.length = length;
     s->vecs.clear();
@@ -58,6 +68,9 @@ class memory_backend final : public backend {
     if (fail_offset_ && x.kind != io_kind::flush && *fail_offset_ >= x.offset &&
         *fail_offset_ < x.offset + x.length) {
       x.result = status::io_failed;
+    } else if (x.kind == io_kind::write_zeroes) {
+      std::memset(data_.data() + x.offset, 0, x.length);
+      ++zeroes;
     } else if (x.kind == io_kind::read || x.kind == io_kind::write) {
       uint64_t at = x.offset;
       for (const iovec& v : x.segments) {
@@ -70,23 +83,59 @@ class memory_backend final : public backend {
     } else {
       ++flushes;
     }
+    std::lock_guard lock(mutex_);
+    if (hold_) {
+      held_ios_.push_back(&x);
+      return;
+    }
     done_.push_back(&x);
     const uint64_t one = 1;
     (void)!::write(fd_, &one, sizeof one);
   }
 
-  void release(io& x) noexcept override { free_.push_back(reinterpret_cast<slot*>(&x)); }
+  void release(io& x) noexcept override {
+    held_ -= x.length;
+    free_.push_back(reinterpret_cast<slot*>(&x));
+  }
 
   int completion_fd() const noexcept override { return fd_; }
   void take_completions(std::vector<io*>& out) override {
     uint64_t v;
     (void)!::read(fd_, &v, sizeof v);
+    std::lock_guard lock(mutex_);
     out.insert(out.end(), done_.begin(), done_.end());
     done_.clear();
   }
 
   std::vector<uint8_t>& bytes() { return data_; }
   size_t free_ios() const { return free_.size(); }
+  // The most ios held at once so far (server thread, or after it stopped).
+  size_t peak_ios() const { return peak_ios_; }
+  // Before the server starts: all ios together hold at most `bytes`.
+  void limit_memory(uint64_t bytes) { limit_ = bytes; }
+  // Before the server starts: ios complete only when let_go() says so.
+  void hold_completions() { hold_ = true; }
+  // From any thread: completes the n ios submitted first among those held. Returns how many.
+  size_t let_go(size_t n) {
+    std::lock_guard lock(mutex_);
+    size_t k = 0;
+    for (; k < n && !held_ios_.empty(); ++k) {
+      done_.push_back(held_ios_.front());
+      held_ios_.pop_front();
+    }
+    const uint64_t one = 1;
+    if (k != 0) (void)!::write(fd_, &one, sizeof one);
+    return k;
+  }
+  // From any thread: every io held completes, and those submitted later at once.
+  void stop_holding() {
+    {
+      std::lock_guard lock(mutex_);
+      hold_ = false;
+    }
+    let_go(SIZE_MAX);
+  }
+  uint64_t zeroes = 0;  // write_zeroes ios (the server's thread, or after it stopped)
   void fail_at(std::optional<uint64_t> offset) { fail_offset_ = offset; }
   uint64_t flushes = 0;  // read on the test thread once the server stopped
 
@@ -103,8 +152,14 @@ class memory_backend final : public backend {
   bool read_only_;
   std::vector<slot> ios_;
   std::vector<slot*> free_;
-  std::vector<io*> done_;
+  std::mutex mutex_;
+  std::vector<io*> done_;     // under mutex_
+  std::deque<io*> held_ios_;  // under mutex_
+  bool hold_ = false;
   std::optional<uint64_t> fail_offset_;
+  uint64_t limit_ = 0;
+  uint64_t held_ = 0;
+  size_t peak_ios_ = 0;
   int fd_ = -1;
 };
 

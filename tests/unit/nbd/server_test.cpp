@@ -11,10 +11,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -69,10 +71,14 @@ std::vector<uint8_t> pattern(size_t size, uint32_t seed) {
 // The server on its own thread, over a memory backend.
 class served {
  public:
+  // memory_limit: the bytes all ios may hold at once (0: ios * max_io).
+  // hold_completions: ios complete when the test lets them go (memory_backend::let_go).
   explicit served(server_options options = {}, uint32_t ios = 32, bool backend_read_only = false,
-                  uint32_t segment = 0)
+                  uint32_t segment = 0, uint64_t memory_limit = 0, bool hold_completions = false)
       : dir_(fs::temp_directory_path() / zc::test::unique_name("nbd")),
         backend_(disk_size, block, max_io, ios, backend_read_only, segment) {
+    backend_.limit_memory(memory_limit);
+    if (hold_completions) backend_.hold_completions();
     fs::create_directories(dir_);
     socket_ = (dir_ / "sock").string();
     srv_ = std::make_unique<server>(backend_, std::move(options));
@@ -1840,6 +1846,145 @@ TEST(nbd_server_bounds, a_stop_answers_a_handshaking_client_err_shutdown) {
   EXPECT_TRUE(shutdown_seen);
   EXPECT_TRUE(c.closed_by_peer());
   stopping.join();
+}
+
+// ---- shares of IO memory and backend slots
+
+// A client whose first reply sits unread in its socket: every later reply queues behind it, so
+// each request it sends holds its io until the client reads.
+void hold_ios(raw_client& c, uint64_t small_reads) {
+  ASSERT_TRUE(c.request(command::read, 0, 0, max_io));  // more than the socket buffers hold
+  for (uint64_t i = 1; i <= small_reads; ++i)
+    ASSERT_TRUE(c.request(command::read, i, (i % 64) * block, block));
+}
+
+// Reads what hold_ios asked for: every reply a success with its data.
+void release_ios(raw_client& c, uint64_t small_reads) {
+  for (uint64_t i = 0; i <= small_reads; ++i) {
+    auto rep = c.simple_reply();
+    ASSERT_TRUE(rep) << "reply " << i;
+    EXPECT_EQ(rep->first, 0u);
+    const uint32_t length = rep->second == 0 ? max_io : block;
+    EXPECT_EQ(c.recv(length).size(), length) << "reply " << i;
+  }
+}
+
+// Alone, a connection takes at most half the ios (a newcomer finds the other half), though it
+// asks for four times as many and nothing else is connected.
+TEST(nbd_server_share, one_connection_holds_at_most_half_the_ios) {
+  served s({}, 16);
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(open_all({&c}));
+  hold_ios(c, 63);
+  std::this_thread::sleep_for(200ms);  // the server has read all 64 and served what it may
+  release_ios(c, 63);                  // all 64 are answered in the end
+  s.stop();
+  EXPECT_EQ(s.backend().peak_ios(), 8u);
+  EXPECT_EQ(s.backend().free_ios(), 16u);
+}
+
+// A hostile client holds its share and reads nothing, without a deadline to close it; a real
+// client copies the whole export out meanwhile, byte for byte.
+TEST(nbd_server_share, a_client_holding_its_share_leaves_the_rest_to_a_real_one) {
+  if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy (libnbd-bin) is not installed";
+  served s({.request_timeout = 0ms}, 16);
+  const auto image = pattern(disk_size, 11);
+  std::copy(image.begin(), image.end(), s.backend().bytes().begin());
+  raw_client hostile(s.socket_path());
+  ASSERT_TRUE(open_all({&hostile}));
+  hold_ios(hostile, 63);
+  std::this_thread::sleep_for(200ms);
+  auto r = run({"nbdcopy", "--connections", "2", s.uri(), s.file("out.img").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  EXPECT_TRUE(read_file(s.file("out.img")) == image);
+  release_ios(hostile, 63);
+}
+
+// Memory for two 1 MiB reads and a half: two clients hold 1 MiB each (replies unread); a third
+// asks for 1 MiB and waits; a fourth's 4 KiB read is served at once, not behind the third's.
+// Once the first client reads, the third is served too.
+TEST(nbd_server_share, a_request_waiting_for_memory_holds_up_no_other_connection) {
+  served s({}, 8, false, 0, 2 * max_io + max_io / 2);
+  raw_client a(s.socket_path()), b(s.socket_path()), big(s.socket_path()), small(s.socket_path());
+  ASSERT_TRUE(open_all({&a, &b, &big, &small}));
+  ASSERT_TRUE(a.request(command::read, 1, 0, max_io));
+  ASSERT_TRUE(b.request(command::read, 2, 0, max_io));
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(big.request(command::read, 3, 0, max_io));
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(small.request(command::read, 4, block, block));
+  auto rep = small.simple_reply();  // within the client's 5 s receive timeout
+  ASSERT_TRUE(rep) << "a 4 KiB read waited behind another connection's 1 MiB one";
+  EXPECT_EQ(rep->first, 0u);
+  EXPECT_EQ(small.recv(block).size(), block);
+  rep = a.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(a.recv(max_io).size(), max_io);
+  rep = big.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, 0u);
+  EXPECT_EQ(rep->second, 3u);
+  EXPECT_EQ(big.recv(max_io).size(), max_io);
+  rep = b.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(b.recv(max_io).size(), max_io);
+}
+
+// A 1 MiB read among a stream of small ones that always leaves less than 1 MiB free: the ios
+// complete one at a time (the test lets each go), and each time the stream's next request could
+// take the memory that came back. The large one reserves it after a few such passes and is served
+// while the stream goes on.
+TEST(nbd_server_share, a_large_request_is_not_starved_by_a_stream_of_small_ones) {
+  constexpr uint32_t piece = 64 * 1024;
+  served s({}, 32, false, 0, max_io + piece, /*hold=*/true);
+  raw_client stream(s.socket_path()), big(s.socket_path());
+  ASSERT_TRUE(open_all({&stream, &big}));
+  // 16 asked at all times; its share, half the memory, is 8 of them.
+  constexpr uint64_t depth = 16;
+  for (uint64_t i = 0; i < depth; ++i) ASSERT_TRUE(stream.request(command::read, i, 0, piece));
+  std::atomic<bool> stream_ok{true};
+  std::thread streaming([&] {
+    for (uint64_t next = depth;; ++next) {
+      auto rep = stream.simple_reply();
+      if (!rep || rep->first != 0 || stream.recv(piece).size() != piece) break;
+      if (!stream.request(command::read, next, 0, piece)) break;
+    }
+    stream_ok = false;
+  });
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(big.request(command::read, 7, 0, max_io));
+  auto answer = std::async(std::launch::async, [&] { return big.simple_reply(); });
+  // One io at a time, until the large read is answered (bounded).
+  for (int i = 0; i < 2000; ++i) {
+    s.backend().let_go(1);
+    if (answer.wait_for(2ms) == std::future_status::ready) break;
+  }
+  auto rep = answer.get();
+  ASSERT_TRUE(rep) << "the 1 MiB read starved";
+  EXPECT_EQ(rep->first, 0u);
+  EXPECT_EQ(big.recv(max_io).size(), max_io);
+  EXPECT_TRUE(stream_ok.load()) << "the stream stopped";
+  stream.shutdown_write();  // its requests in flight are answered, its next one fails
+  s.backend().stop_holding();
+  streaming.join();
+}
+
+// WRITE_ZEROES holds ios like a WRITE (within the share), and the backend zeroes them, not the
+// server's thread.
+TEST(nbd_server_share, write_zeroes_counts_against_the_share_and_is_zeroed_by_the_backend) {
+  served s({}, 16);
+  const auto image = pattern(disk_size, 13);
+  std::copy(image.begin(), image.end(), s.backend().bytes().begin());
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(open_all({&c}));
+  for (uint64_t i = 0; i < 16; ++i)
+    ASSERT_TRUE(c.request(command::write_zeroes, i, i * max_io, max_io));
+  expect_successes(c, 16);
+  s.stop();
+  EXPECT_LE(s.backend().peak_ios(), 8u);
+  EXPECT_EQ(s.backend().zeroes, 16u);
+  EXPECT_TRUE(std::all_of(s.backend().bytes().begin(), s.backend().bytes().end(),
+                          [](uint8_t b) { return b == 0; }));
 }
 
 }  // namespace
