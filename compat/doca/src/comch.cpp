@@ -366,13 +366,8 @@ template <typename Endpoint>
 doca_error_t destroy(Endpoint* ep) {
   if (ep == nullptr) return DOCA_ERROR_INVALID_VALUE;
   if (!ep->idle()) return DOCA_ERROR_BAD_STATE;
-  if (ep->pe != nullptr && ep->pe->engine_passes != 0) {
-    // A message or send callback: zcstore's poll of this very context is on the stack.
-    ZC_SDK_LOG_ERROR(
-        "doca_comch_*_destroy: called from a message or task callback; destroy it after "
-        "doca_pe_progress() returned");
-    return DOCA_ERROR_IN_USE;
-  }
+  // A message or send callback: zcstore's poll of this very context is on the stack.
+  if (destroyed_inside_progress(*ep, "doca_comch_*_destroy")) return DOCA_ERROR_IN_USE;
   if (ep->pe != nullptr) std::erase(ep->pe->contexts, static_cast<doca_ctx*>(ep));
   delete ep;
   return DOCA_SUCCESS;
