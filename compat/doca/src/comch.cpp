@@ -158,6 +158,11 @@ struct doca_comch_client final : zc::doca::comch_endpoint {
     connection.zc = zc == nullptr ? nullptr : zc->get_connection();
     return connection.zc == nullptr ? nullptr : &connection;
   }
+
+  // Started and not connected yet: dialling the server, or in the handshake with it.
+  bool connecting() const noexcept {
+    return zc != nullptr && zc->state() == zc::core::context_state::starting;
+  }
 };
 
 // zcstore reports connects and disconnects from its poll, from stop() and from disconnect():
@@ -361,13 +366,8 @@ template <typename Endpoint>
 doca_error_t destroy(Endpoint* ep) {
   if (ep == nullptr) return DOCA_ERROR_INVALID_VALUE;
   if (!ep->idle()) return DOCA_ERROR_BAD_STATE;
-  if (ep->pe != nullptr && ep->pe->engine_passes != 0) {
-    // A message or send callback: zcstore's poll of this very context is on the stack.
-    ZC_SDK_LOG_ERROR(
-        "doca_comch_*_destroy: called from a message or task callback; destroy it after "
-        "doca_pe_progress() returned");
-    return DOCA_ERROR_IN_USE;
-  }
+  // A message or send callback: zcstore's poll of this very context is on the stack.
+  if (destroyed_inside_progress(*ep, "doca_comch_*_destroy")) return DOCA_ERROR_IN_USE;
   if (ep->pe != nullptr) std::erase(ep->pe->contexts, static_cast<doca_ctx*>(ep));
   delete ep;
   return DOCA_SUCCESS;
@@ -591,9 +591,14 @@ doca_error_t doca_comch_client_get_connection(const struct doca_comch_client* co
                                               struct doca_comch_connection** connection) {
   if (comch_client == nullptr || connection == nullptr) return DOCA_ERROR_INVALID_VALUE;
   auto* live = const_cast<doca_comch_client*>(comch_client)->current();
-  if (live == nullptr) return DOCA_ERROR_BAD_STATE;
-  *connection = live;
-  return DOCA_SUCCESS;
+  if (live != nullptr) {
+    *connection = live;
+    return DOCA_SUCCESS;
+  }
+  // Started (doca_ctx_start answered IN_PROGRESS) but not connected yet: DOCA documents
+  // BAD_STATE for a client not started only; the connection exists once the context is RUNNING.
+  if (comch_client->connecting()) return DOCA_ERROR_CONNECTION_INPROGRESS;
+  return DOCA_ERROR_BAD_STATE;
 }
 
 doca_error_t doca_comch_client_task_send_set_conf(
@@ -658,7 +663,12 @@ struct doca_comch_client* doca_comch_client_get_client_ctx(
 doca_error_t doca_comch_connection_update_info(struct doca_comch_connection* comch_connection) {
   if (comch_connection == nullptr) return DOCA_ERROR_INVALID_VALUE;
   // A client's zcstore connection is looked up afresh: a closed one may have been freed.
-  if (comch_connection->client != nullptr) comch_connection->client->current();
+  if (auto* client = comch_connection->client; client != nullptr) {
+    // Started again and not connected yet (the program kept the connection of an earlier run):
+    // being set up, not failed.
+    if (client->current() == nullptr && client->connecting())
+      return DOCA_ERROR_CONNECTION_INPROGRESS;
+  }
   if (comch_connection->zc == nullptr || !comch_connection->zc->connected())
     return DOCA_ERROR_CONNECTION_ABORTED;
   comch_connection->snapshot = comch_connection->live;

@@ -155,6 +155,25 @@ struct doca_pe {
   uint32_t engine_passes = 0;
 };
 
+namespace zc::doca {
+
+// True (with an error log naming `function`) while a pass of ctx's progress engine is on the
+// stack: a task completion or message callback is running, and the engine goes on to read the
+// context (its in-flight count, its state, its poll) after the callback returns. Destroying the
+// context there would free that: the destroy is refused with DOCA_ERROR_IN_USE, and succeeds
+// after doca_pe_progress() returned. State-changed and Comch connection callbacks run after the
+// pass (pe_ctx.cpp), where a destroy is allowed.
+inline bool destroyed_inside_progress(const doca_ctx& ctx, const char* function) noexcept {
+  if (ctx.pe == nullptr || ctx.pe->engine_passes == 0) return false;
+  ZC_SDK_LOG_ERROR(
+      "{}: called from a task completion or message callback; destroy it after "
+      "doca_pe_progress() returned",
+      function);
+  return true;
+}
+
+}  // namespace zc::doca
+
 // Generic task: what doca_task_* needs, whatever the type. Typed tasks derive from it.
 enum class zc_doca_task_type {
   rdma_receive,

@@ -237,6 +237,9 @@ doca_error_t doca_rdma_create(struct doca_dev* dev, struct doca_rdma** rdma) {
 doca_error_t doca_rdma_destroy(struct doca_rdma* rdma) {
   if (rdma == nullptr) return DOCA_ERROR_INVALID_VALUE;
   if (!rdma->idle()) return DOCA_ERROR_BAD_STATE;
+  // A completion callback that stopped its context (idle at once when nothing else was in
+  // flight): the engine reads the context again when the callback returns.
+  if (zc::doca::destroyed_inside_progress(*rdma, __func__)) return DOCA_ERROR_IN_USE;
   return guarded(__func__, [&] {
     if (rdma->pe != nullptr) std::erase(rdma->pe->contexts, static_cast<doca_ctx*>(rdma));
     delete rdma;

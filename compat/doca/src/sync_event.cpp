@@ -289,6 +289,9 @@ doca_error_t doca_sync_event_cap_remote_net_is_create_from_export_supported(
 doca_error_t doca_sync_event_destroy(struct doca_sync_event* event) {
   if (event == nullptr) return DOCA_ERROR_INVALID_VALUE;
   if (!event->context_idle()) return DOCA_ERROR_BAD_STATE;  // a context must be stopped first
+  // A wait (or other) task callback that stopped the event's context: the engine reads the
+  // context again when the callback returns.
+  if (zc::doca::destroyed_inside_progress(*event, __func__)) return DOCA_ERROR_IN_USE;
   return guarded(__func__, [&] {
     if (event->pe != nullptr) std::erase(event->pe->contexts, static_cast<doca_ctx*>(event));
     // The map's destruction ends its export: a peer's later task fails with NOT_FOUND.

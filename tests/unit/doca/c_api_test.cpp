@@ -248,6 +248,21 @@ struct peer : zc::doca::testing::rdma_side {
   doca_error_t last_error = DOCA_SUCCESS;
   doca_rdma_opcode last_opcode = DOCA_RDMA_OPCODE_RECV_SEND;
   doca_be32_t last_immediate = 0;
+  // Stop and destroy the context from the next send completion (on_send), or from the IDLE
+  // state callback (on_state); what each call answered.
+  bool destroy_in_send_callback = false;
+  bool destroy_in_idle_callback = false;
+  doca_error_t stop_in_callback = DOCA_ERROR_UNKNOWN;
+  doca_error_t destroy_in_callback = DOCA_ERROR_UNKNOWN;
+
+  // Destroys the context from one of its callbacks; when that succeeded it is gone for TearDown.
+  void destroy_from_callback() {
+    destroy_in_callback = doca_rdma_destroy(rdma);
+    if (destroy_in_callback == DOCA_SUCCESS) {
+      rdma = nullptr;
+      ctx = nullptr;
+    }
+  }
 };
 
 void on_state(const union doca_data user_data, struct doca_ctx*, enum doca_ctx_states prev,
@@ -257,6 +272,10 @@ void on_state(const union doca_data user_data, struct doca_ctx*, enum doca_ctx_s
   // As DOCA programs do: export and connect from the STARTING callback.
   if (next == DOCA_CTX_STATE_STARTING && p->connect_in_starting)
     zc::doca::testing::export_and_connect(*p, *p->other);
+  if (next == DOCA_CTX_STATE_IDLE && p->destroy_in_idle_callback) {
+    p->destroy_in_idle_callback = false;
+    p->destroy_from_callback();
+  }
 }
 
 void on_receive(doca_rdma_task_receive* task, doca_data, doca_data ctx_data) {
@@ -273,8 +292,14 @@ void on_receive_error(doca_rdma_task_receive* task, doca_data, doca_data ctx_dat
 void on_send(doca_rdma_task_send* task, doca_data user, doca_data ctx_data) {
   EXPECT_EQ(user.u64, 77u);
   EXPECT_EQ(doca_task_get_status(doca_rdma_task_send_as_task(task)), DOCA_SUCCESS);
-  static_cast<peer*>(ctx_data.ptr)->sent++;
+  auto* p = static_cast<peer*>(ctx_data.ptr);
+  p->sent++;
   doca_task_free(doca_rdma_task_send_as_task(task));
+  if (p->destroy_in_send_callback) {
+    p->destroy_in_send_callback = false;
+    p->stop_in_callback = doca_ctx_stop(p->ctx);
+    p->destroy_from_callback();
+  }
 }
 void on_send_error(doca_rdma_task_send* task, doca_data, doca_data ctx_data) {
   static_cast<peer*>(ctx_data.ptr)->failed++;
@@ -372,7 +397,8 @@ class doca_ctx_pair : public ::testing::TestWithParam<const char*> {
     for (peer* p : {&a, &b}) p->close();
   }
 
-  static bool idle(peer& p) { return zc::doca::testing::ctx_idle(p.ctx); }
+  // A context destroyed by the test is idle.
+  static bool idle(peer& p) { return p.ctx == nullptr || zc::doca::testing::ctx_idle(p.ctx); }
 
   template <typename Done>
   bool progress_until(Done done, std::chrono::seconds limit = std::chrono::seconds(10)) {
@@ -757,6 +783,35 @@ TEST_P(doca_ctx_pair, stopping_with_tasks_in_flight_fails_them_and_reaches_idle)
   doca_buf_dec_refcount(dst, nullptr);
   EXPECT_EQ(doca_buf_inventory_destroy(inv), DOCA_SUCCESS);
   EXPECT_EQ(doca_mmap_destroy(map), DOCA_SUCCESS);
+}
+
+// A context stopped from its own send completion callback is idle at once (nothing else was in
+// flight); destroying it there would free what the progress engine reads when the callback
+// returns: refused (IN_USE), as the Comch contexts refuse it. After doca_pe_progress() returned it
+// succeeds (TearDown).
+TEST_P(doca_ctx_pair, a_context_destroyed_from_its_completion_callback_is_refused_in_use) {
+  start_both();
+  a.destroy_in_send_callback = true;
+  round_trip();
+  EXPECT_EQ(a.stop_in_callback, DOCA_SUCCESS);
+  EXPECT_EQ(a.destroy_in_callback, DOCA_ERROR_IN_USE);
+  ASSERT_NE(a.rdma, nullptr);
+  ASSERT_TRUE(progress_until([&] { return a.events.back().next == DOCA_CTX_STATE_IDLE; }));
+  EXPECT_EQ(a.events[a.events.size() - 2].next, DOCA_CTX_STATE_STOPPING);
+}
+
+// A state change is reported after the engine's pass, and nothing of the context is read after
+// its callback: destroying the context from its IDLE callback is allowed, and safe.
+TEST_P(doca_ctx_pair, a_context_destroyed_from_its_idle_state_callback_is_destroyed) {
+  start_both();
+  round_trip();
+  a.destroy_in_idle_callback = true;
+  ASSERT_EQ(doca_ctx_stop(a.ctx), DOCA_SUCCESS);
+  ASSERT_TRUE(progress_until([&] { return a.rdma == nullptr; }));
+  EXPECT_EQ(a.destroy_in_callback, DOCA_SUCCESS);
+  // The engine goes on without it.
+  for (int i = 0; i < 10; ++i) doca_pe_progress(a.pe);
+  EXPECT_EQ(a.events.back().next, DOCA_CTX_STATE_IDLE);
 }
 
 TEST_P(doca_ctx_pair, a_malformed_connection_blob_is_refused_without_harm) {

@@ -605,16 +605,57 @@ TEST_F(doca_comch, a_second_server_of_the_same_name_is_refused) {
   EXPECT_EQ(doca_pe_destroy(pe), DOCA_SUCCESS);
 }
 
+// While it dials, the client is started but has no connection yet: CONNECTION_INPROGRESS (DOCA
+// documents BAD_STATE for a client not started only); stopped, BAD_STATE again.
 TEST_F(doca_comch, a_client_without_a_server_stays_starting_until_stopped) {
   ASSERT_NO_FATAL_FAILURE(make_client());
+  doca_comch_connection* c = nullptr;
+  EXPECT_EQ(doca_comch_client_get_connection(client_, &c), DOCA_ERROR_BAD_STATE);
   ASSERT_EQ(doca_ctx_start(client_ctx()), DOCA_ERROR_IN_PROGRESS);
   ASSERT_TRUE(progress_until(server_pe_, client_pe_,
                              [&] { return client_log_.state() == DOCA_CTX_STATE_STARTING; }));
-  doca_comch_connection* c = nullptr;
-  EXPECT_EQ(doca_comch_client_get_connection(client_, &c), DOCA_ERROR_BAD_STATE);
+  EXPECT_EQ(doca_comch_client_get_connection(client_, &c), DOCA_ERROR_CONNECTION_INPROGRESS);
+  EXPECT_EQ(c, nullptr);
   ASSERT_EQ(doca_ctx_stop(client_ctx()), DOCA_SUCCESS);
   ASSERT_TRUE(progress_until(server_pe_, client_pe_,
                              [&] { return client_log_.state() == DOCA_CTX_STATE_IDLE; }));
+  EXPECT_EQ(doca_comch_client_get_connection(client_, &c), DOCA_ERROR_BAD_STATE);
+  EXPECT_EQ(c, nullptr);
+}
+
+// A program that keeps its client's connection across a stop and a start: while the client is
+// connecting again, the connection is being set up (update_info: CONNECTION_INPROGRESS, as DOCA
+// documents for a connection not yet established), not failed; once RUNNING it is the same
+// connection, established again.
+TEST_F(doca_comch, a_restarted_clients_connection_is_in_progress_until_running) {
+  ASSERT_NO_FATAL_FAILURE(make_server());
+  ASSERT_NO_FATAL_FAILURE(make_client());
+  ASSERT_NO_FATAL_FAILURE(connect_both());
+  doca_comch_connection* kept = client_connection();
+  ASSERT_NE(kept, nullptr);
+  ASSERT_EQ(doca_comch_connection_update_info(kept), DOCA_SUCCESS);
+
+  ASSERT_EQ(doca_ctx_stop(client_ctx()), DOCA_SUCCESS);
+  ASSERT_TRUE(progress_until(server_pe_, client_pe_, [&] {
+    return client_log_.state() == DOCA_CTX_STATE_IDLE && server_log_.disconnected.size() == 1;
+  }));
+  EXPECT_EQ(doca_comch_connection_update_info(kept), DOCA_ERROR_CONNECTION_ABORTED);
+
+  // Started: STARTING until a progress call sees the server's answer.
+  ASSERT_EQ(doca_ctx_start(client_ctx()), DOCA_ERROR_IN_PROGRESS);
+  doca_ctx_states state = DOCA_CTX_STATE_IDLE;
+  ASSERT_EQ(doca_ctx_get_state(client_ctx(), &state), DOCA_SUCCESS);
+  ASSERT_EQ(state, DOCA_CTX_STATE_STARTING);
+  EXPECT_EQ(doca_comch_connection_update_info(kept), DOCA_ERROR_CONNECTION_INPROGRESS);
+  doca_comch_connection* c = nullptr;
+  EXPECT_EQ(doca_comch_client_get_connection(client_, &c), DOCA_ERROR_CONNECTION_INPROGRESS);
+  EXPECT_EQ(c, nullptr);
+
+  ASSERT_TRUE(progress_until(server_pe_, client_pe_, [&] {
+    return client_log_.state() == DOCA_CTX_STATE_RUNNING && server_log_.connected.size() == 2;
+  }));
+  EXPECT_EQ(client_connection(), kept);
+  EXPECT_EQ(doca_comch_connection_update_info(kept), DOCA_SUCCESS);
 }
 
 TEST_F(doca_comch, bad_arguments_are_refused) {

@@ -522,6 +522,71 @@ TEST(doca_sync_event_ctx, submitting_a_wait_task_allocates_nothing) {
   w.stop();  // the pending wait comes back through its error callback
 }
 
+// An event run as a context whose wait_eq callback stops it and destroys it, as a program that is
+// done once its wait held might; what each call answered.
+struct destroy_in_wait {
+  doca_sync_event* event = nullptr;
+  int completed = 0;
+  int failed = 0;
+  bool idle = false;
+  doca_error_t stop_result = DOCA_ERROR_UNKNOWN;
+  doca_error_t destroy_result = DOCA_ERROR_UNKNOWN;
+};
+
+void stop_and_destroy_on_wait(se_eq* task, doca_data, doca_data ctx_data) {
+  auto* d = static_cast<destroy_in_wait*>(ctx_data.ptr);
+  d->completed++;
+  doca_task_free(se_eq_task(task));
+  d->stop_result = doca_ctx_stop(doca_sync_event_as_ctx(d->event));
+  d->destroy_result = doca_sync_event_destroy(d->event);
+  if (d->destroy_result == DOCA_SUCCESS) d->event = nullptr;  // gone: not destroyed again
+}
+
+void count_wait_failed(se_eq* task, doca_data, doca_data ctx_data) {
+  static_cast<destroy_in_wait*>(ctx_data.ptr)->failed++;
+  doca_task_free(se_eq_task(task));
+}
+
+void on_destroy_in_wait_state(const union doca_data user_data, struct doca_ctx*,
+                              enum doca_ctx_states, enum doca_ctx_states next) {
+  static_cast<destroy_in_wait*>(user_data.ptr)->idle = next == DOCA_CTX_STATE_IDLE;
+}
+
+// The wait's callback stops the context (idle at once: nothing else is in flight), then destroys
+// the event: that would free what the progress engine reads when the callback returns, so it is
+// refused (IN_USE), as the Comch and rdma contexts refuse it. After doca_pe_progress() returned it
+// succeeds.
+TEST(doca_sync_event_ctx, an_event_destroyed_from_its_wait_callback_is_refused_in_use) {
+  destroy_in_wait d;
+  ASSERT_EQ(doca_sync_event_create(&d.event), DOCA_SUCCESS);
+  ASSERT_EQ(doca_sync_event_task_wait_eq_set_conf(d.event, stop_and_destroy_on_wait,
+                                                  count_wait_failed, 1),
+            DOCA_SUCCESS);
+  doca_ctx* ctx = doca_sync_event_as_ctx(d.event);
+  doca_pe* pe = nullptr;
+  ASSERT_EQ(doca_pe_create(&pe), DOCA_SUCCESS);
+  ASSERT_EQ(doca_ctx_set_user_data(ctx, doca_data{.ptr = &d}), DOCA_SUCCESS);
+  ASSERT_EQ(doca_ctx_set_state_changed_cb(ctx, on_destroy_in_wait_state), DOCA_SUCCESS);
+  ASSERT_EQ(doca_pe_connect_ctx(pe, ctx), DOCA_SUCCESS);
+  ASSERT_EQ(doca_ctx_start(ctx), DOCA_SUCCESS);
+  se_eq* eq = nullptr;
+  ASSERT_EQ(doca_sync_event_task_wait_eq_alloc_init(d.event, 1, all_bits, doca_data{}, &eq),
+            DOCA_SUCCESS);
+  ASSERT_EQ(doca_task_submit(se_eq_task(eq)), DOCA_SUCCESS);
+  ASSERT_EQ(doca_sync_event_update_set(d.event, 1), DOCA_SUCCESS);
+  // The wait holds already: the first progress call finds it, the next runs its callback.
+  for (int i = 0; i < 100 && d.completed == 0; ++i) doca_pe_progress(pe);
+  ASSERT_EQ(d.completed, 1);
+  EXPECT_EQ(d.failed, 0);
+  EXPECT_EQ(d.stop_result, DOCA_SUCCESS);
+  EXPECT_EQ(d.destroy_result, DOCA_ERROR_IN_USE);
+  ASSERT_NE(d.event, nullptr);
+  for (int i = 0; i < 100 && !d.idle; ++i) doca_pe_progress(pe);
+  EXPECT_TRUE(d.idle);
+  EXPECT_EQ(doca_sync_event_destroy(d.event), DOCA_SUCCESS);
+  EXPECT_EQ(doca_pe_destroy(pe), DOCA_SUCCESS);
+}
+
 // ---- A CPU wait progresses no engine: it runs no callback of the program (one could destroy
 // the event the wait reads) and leaves an engine to the thread that drives it.
 
