@@ -26,6 +26,14 @@ enum class io_message_type : uint32_t {
   // zcstore's extension (DESIGN §2): io_size 0; answered once every completed write of the target
   // is durable. A reference target answers it INVALID_VALUE ("flush not supported").
   flush = 3,
+  // zcstore's extensions (DESIGN §2, FORMATS §3), no data moved unless said; a reference target
+  // answers each INVALID_VALUE and front ends fall back. io_size is the range's bytes (whole
+  // blocks) for discard and write_zeroes; for allocation_map it is the bitmap's bytes, written by
+  // the target at requester_offset: bit i (byte i / 8, bit i % 8, least significant first) is 1
+  // when block storage_offset / block_size + i is allocated or may not read back as zeros.
+  discard = 4,         // the range may read back as zeros or as before
+  write_zeroes = 5,    // the range reads back as zeros (the storage may be deallocated)
+  allocation_map = 6,  // io_size * 8 blocks from storage_offset, the bits past the end 0
 };
 
 // Field offsets in bytes. 4..7 is padding and 40..63 is unused: both travel as they are.
@@ -50,7 +58,8 @@ class io_message_view {
     return static_cast<io_message_type>(load_be32(p_ + io_message_offset::type));
   }
   bool is_known_type() const noexcept {
-    return load_be32(p_ + io_message_offset::type) <= static_cast<uint32_t>(io_message_type::flush);
+    return load_be32(p_ + io_message_offset::type) <=
+           static_cast<uint32_t>(io_message_type::allocation_map);
   }
   uint64_t user_data() const noexcept { return load_be64(p_ + io_message_offset::user_data); }
   // The raw wire value, even one zc::status does not name.

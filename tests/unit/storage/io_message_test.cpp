@@ -85,13 +85,20 @@ TEST(io_message, unknown_types_and_results_read_back_raw) {
   EXPECT_EQ(static_cast<uint32_t>(m.result()), 99u);
 }
 
-TEST(io_message, flush_is_known_and_the_next_value_is_not) {
+TEST(io_message, zcstore_types_are_known_and_the_next_value_is_not) {
   std::array<uint8_t, io_message_size> buf{};
   io_message_view m{buf.data()};
   m.set_type(io_message_type::flush);
   EXPECT_EQ(buf[3], 3);
   EXPECT_TRUE(m.is_known_type());
-  buf[3] = 4;
+  m.set_type(io_message_type::discard);
+  EXPECT_EQ(buf[3], 4);
+  m.set_type(io_message_type::write_zeroes);
+  EXPECT_EQ(buf[3], 5);
+  m.set_type(io_message_type::allocation_map);
+  EXPECT_EQ(buf[3], 6);
+  EXPECT_TRUE(m.is_known_type());
+  buf[3] = 7;
   EXPECT_FALSE(m.is_known_type());
 }
 
