@@ -23,19 +23,36 @@
 
 namespace zc::nbd {
 
-// write_zeroes: a write of zeros over the io's range; the backend fills the io's memory itself
-// (off the server's thread) or zeroes by a cheaper way.
-enum class io_kind : uint8_t { read, write, flush, write_zeroes };
+// write_zeroes: a write of zeros over the io's memory's range; the backend fills the memory
+// itself (off the server's thread).
+// The sparse kinds move no data and may be answered invalid_value by storage that does not know
+// them (a reference target, the gga service): the server then falls back.
+// discard, zero_range: `extent` bytes from `offset` (acquired with length 0): dropped (may read
+// back as zeros or as before), or made to read back as zeros (the storage may deallocate them).
+// allocation_map: the io's memory receives a bitmap of length * 8 blocks from `offset`, bit i
+// (byte i / 8, least significant bit first) 1 when that block is allocated or may not be zeros.
+enum class io_kind : uint8_t {
+  read,
+  write,
+  flush,
+  write_zeroes,
+  discard,
+  zero_range,
+  allocation_map
+};
 
+// Kinds that change the storage's bytes.
 constexpr bool writes(io_kind k) noexcept {
-  return k == io_kind::write || k == io_kind::write_zeroes;
+  return k == io_kind::write || k == io_kind::write_zeroes || k == io_kind::discard ||
+         k == io_kind::zero_range;
 }
 
 // One unit of IO, owned by the backend between acquire() and release().
 struct io {
   io_kind kind = io_kind::read;
   uint64_t offset = 0;              // bytes into the storage; block aligned
-  uint32_t length = 0;              // bytes, a whole number of blocks; 0 for a flush
+  uint32_t length = 0;              // bytes of memory; 0 for a flush, discard and zero_range
+  uint32_t extent = 0;              // discard and zero_range: bytes of storage (whole blocks)
   status result = status::success;  // set by the backend before it hands the io back
   // The server's bookkeeping, untouched by the backend.
   void* owner = nullptr;
@@ -59,8 +76,9 @@ class backend {
   virtual uint32_t slots_for(uint32_t length) const noexcept = 0;
   virtual bool read_only() const noexcept = 0;
 
-  // An io with memory for `length` bytes (0 < length <= max_io(), or 0 for a flush), or nullptr
-  // when the memory is all taken (retry once a completion has been released).
+  // An io with memory for `length` bytes (0 < length <= max_io(), a whole number of blocks except
+  // for an allocation map; or 0 for a flush, discard or zero_range), or nullptr when the memory is
+  // all taken (retry once a completion has been released).
   virtual io* acquire(uint32_t length) noexcept = 0;
   // Starts x (kind and offset set; for a write its memory filled). It comes back through
   // take_completions() with its result, even when it cannot start.

@@ -124,7 +124,7 @@ uint32_t host_backend::slots_for(uint32_t length) const noexcept {
 // An IO message per slice's worth of bytes, each with its own run of blocks in one slice of the
 // worker's memory; all of one worker.
 io* host_backend::acquire(uint32_t length) noexcept {
-  if (length > max_io_ || length % options_.block_size != 0 || free_ios_.empty()) return nullptr;
+  if (length > max_io_ || free_ios_.empty()) return nullptr;
   const uint32_t pieces = slots_for(length);
   for (size_t k = 0; k < lanes_.size(); ++k) {
     lane& l = *lanes_[(next_lane_ + k) % lanes_.size()];
@@ -134,7 +134,7 @@ io* host_backend::acquire(uint32_t length) noexcept {
     h->vecs.clear();
     for (uint32_t left = length; left != 0;) {
       const uint32_t n = std::min(left, slice_);
-      const auto run = l.blocks.take(n / options_.block_size);
+      const auto run = l.blocks.take((n + options_.block_size - 1) / options_.block_size);
       if (!run) break;
       h->memory.push_back(*run);
       h->vecs.push_back({session_.region().data() + address(l, *run), n});
@@ -194,6 +194,27 @@ void host_backend::submit(io& x) noexcept {
   }
 }
 
+namespace {
+io_message_type message_type(io_kind k) noexcept {
+  switch (k) {
+    case io_kind::read:
+      return io_message_type::read;
+    case io_kind::write:
+    case io_kind::write_zeroes:
+      return io_message_type::write;
+    case io_kind::flush:
+      return io_message_type::flush;
+    case io_kind::discard:
+      return io_message_type::discard;
+    case io_kind::zero_range:
+      return io_message_type::write_zeroes;
+    case io_kind::allocation_map:
+      return io_message_type::allocation_map;
+  }
+  return io_message_type::flush;
+}
+}  // namespace
+
 // On the worker's thread: sends the IO messages of every io queued for it.
 void host_backend::run_inbox(lane& l) noexcept {
   {
@@ -204,9 +225,7 @@ void host_backend::run_inbox(lane& l) noexcept {
   host::io_queue& q = *l.worker->queue();
   for (host_io* h : l.running) {
     const io& x = *h;
-    const auto type = x.kind == io_kind::read    ? io_message_type::read
-                      : x.kind == io_kind::flush ? io_message_type::flush
-                                                 : io_message_type::write;
+    const auto type = message_type(x.kind);
     // Zeroes are written as data until the targets take a zeroing message (DESIGN §2, type 5),
     // and made here, on the worker's thread, not on the server's.
     if (x.kind == io_kind::write_zeroes)
@@ -215,7 +234,10 @@ void host_backend::run_inbox(lane& l) noexcept {
     for (uint32_t i = 0; i < pieces; ++i) {
       const uint32_t slot = h->slots[i];
       host::io_request r{.type = type};
-      if (type != io_message_type::flush) {
+      if (x.kind == io_kind::discard || x.kind == io_kind::zero_range) {
+        r.io_size = x.extent;  // no data moves: nothing of the region is named
+        r.storage_offset = x.offset;
+      } else if (type != io_message_type::flush) {
         r.io_size = static_cast<uint32_t>(h->vecs[i].iov_len);
         r.requester_offset = address(l, h->memory[i]);
         r.storage_offset = x.offset + uint64_t(i) * slice_;

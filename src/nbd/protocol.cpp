@@ -187,6 +187,23 @@ void encode_block_status_chunk(std::span<uint8_t, block_status_chunk_size> out, 
   store_be32(out.data() + structured_reply_header_size + 8, status_flags);
 }
 
+void encode_block_status(std::span<uint8_t, structured_reply_header_size> header, std::string& body,
+                         uint64_t cookie, uint32_t context_id,
+                         std::span<const block_extent> extents) {
+  const size_t length = 4 + 8 * extents.size();
+  encode_structured_header(header, reply_flag_done, chunk_type::block_status, cookie,
+                           static_cast<uint32_t>(length));
+  const size_t at = body.size();
+  body.resize(at + length);
+  auto* p = reinterpret_cast<uint8_t*>(body.data() + at);
+  store_be32(p, context_id);
+  for (const block_extent& e : extents) {
+    store_be32(p + 4, e.length);
+    store_be32(p + 8, e.flags);
+    p += 8;
+  }
+}
+
 std::string option_name(uint32_t option) {
   switch (static_cast<enum option>(option)) {
     case option::export_name:

@@ -138,6 +138,17 @@ inline constexpr uint16_t error = (1u << 15) | 1;
 }  // namespace chunk_type
 inline constexpr uint16_t reply_flag_done = 1u << 0;
 
+// base:allocation's status flags.
+namespace block_state {
+inline constexpr uint32_t hole = 1u << 0;
+inline constexpr uint32_t zero = 1u << 1;
+}  // namespace block_state
+
+struct block_extent {
+  uint32_t length = 0;
+  uint32_t flags = 0;
+};
+
 // The errno values of the protocol (Linux numbering, fixed by proto.md).
 enum class error_code : uint32_t {
   ok = 0,
@@ -231,6 +242,11 @@ void encode_error_chunk(std::span<uint8_t, error_chunk_size> out, uint64_t cooki
 inline constexpr size_t block_status_chunk_size = structured_reply_header_size + 12;
 void encode_block_status_chunk(std::span<uint8_t, block_status_chunk_size> out, uint64_t cookie,
                                uint32_t context_id, uint32_t extent_length, uint32_t status_flags);
+// A final BLOCK_STATUS chunk with any number of extents (at least one): its header into `header`,
+// the context id and the descriptors appended to `body`.
+void encode_block_status(std::span<uint8_t, structured_reply_header_size> header, std::string& body,
+                         uint64_t cookie, uint32_t context_id,
+                         std::span<const block_extent> extents);
 
 // "NBD_OPT_GO"-style names for logs ("option 1234" for unknown ones).
 std::string option_name(uint32_t option);

@@ -35,6 +35,9 @@ constexpr size_t max_iov = 64;
 // The meta context id of base:allocation on every connection.
 constexpr uint32_t base_allocation_id = 1;
 constexpr int epoll_batch = 64;
+// The most one discard or zeroing io covers, and the most bitmap one allocation map asks for.
+constexpr uint32_t max_range_io = 1u << 30;
+constexpr uint32_t max_map_bytes = 4096;
 // Passes in which memory came back without enough for a waiting request before it reserves what
 // comes back next (see within_share).
 constexpr uint32_t max_misses = 16;
@@ -112,7 +115,7 @@ bool valid_flags(command c, uint16_t flags) noexcept {
     case command::trim:
       break;
     case command::write_zeroes:
-      allowed |= command_flag::no_hole;
+      allowed |= command_flag::no_hole | command_flag::fast_zero;
       break;
     case command::block_status:
       allowed |= command_flag::req_one;
@@ -362,7 +365,7 @@ void server::stop() noexcept {
 uint16_t server::transmission_flags(const connection& c) const noexcept {
   using namespace transmission_flag;
   uint16_t f = has_flags | send_flush | send_fua | send_trim | send_write_zeroes | send_cache |
-               can_multi_conn;
+               send_fast_zero | can_multi_conn;
   // DF only means something with structured replies, and proto.md wants it clear without them.
   if (c.structured) f |= send_df;
   if (read_only_) f |= read_only;
@@ -1026,6 +1029,11 @@ void server::handle_request(connection& c) {
       start_io(c, index);
       return;
     case command::write_zeroes:
+      // FAST_ZERO: only where the storage zeroes without writing data (proto.md: fail at once).
+      if ((h.flags & command_flag::fast_zero) != 0 && !zero_by_range(r)) {
+        finish(c, index, static_cast<uint32_t>(error_code::enotsup));
+        return;
+      }
       r.next_kind = io_kind::write;
       r.next = h.offset;
       r.end = h.offset + h.length;
@@ -1036,7 +1044,18 @@ void server::handle_request(connection& c) {
       r.fua_pending = false;
       start_io(c, index);
       return;
-    case command::trim:  // advisory: the blocks keep their data
+    case command::trim: {
+      // The whole blocks inside the range are dropped where the storage can; the rest is advice
+      // not taken (proto.md allows it).
+      const uint64_t first = (h.offset + block - 1) / block * block;
+      const uint64_t last = (h.offset + h.length) / block * block;
+      if (!no_discard_ && first < last) {
+        r.next_kind = io_kind::discard;
+        r.next = first;
+        r.end = last;
+        start_io(c, index);
+        return;
+      }
       if (r.fua_pending) {
         r.fua_pending = false;
         r.next_kind = io_kind::flush;
@@ -1045,22 +1064,18 @@ void server::handle_request(connection& c) {
       }
       finish(c, index, 0);
       return;
+    }
     case command::cache:
       finish(c, index, 0);
       return;
-    case command::block_status: {
-      // One extent, allocated data, covering the whole request.
-      reply rep;
-      const auto extent = static_cast<uint32_t>(std::min<uint64_t>(h.length, size - h.offset));
-      encode_block_status_chunk(
-          std::span<uint8_t, block_status_chunk_size>(rep.header.data(), block_status_chunk_size),
-          h.cookie, base_allocation_id, extent, 0);
-      rep.header_size = block_status_chunk_size;
-      rep.request = index;
-      r.at = request::stage::replying;
-      queue_reply(c, std::move(rep));
+    case command::block_status:
+      if (no_map_) {
+        reply_allocated(c, index);
+        return;
+      }
+      r.next_kind = io_kind::allocation_map;
+      start_io(c, index);
       return;
-    }
     case command::disc:
       return;
   }
@@ -1080,17 +1095,33 @@ bool server::partial_zeroes(const request& r) const noexcept {
   return r.next % block != 0 || r.end - r.next < block;
 }
 
-// The length of the io that r needs next: 0 for a flush, a chunk of a WRITE_ZEROES.
+bool server::zero_by_range(const request& r) const noexcept {
+  return !no_zero_range_ && (r.h.flags & command_flag::no_hole) == 0;
+}
+
+// The memory of the io that r needs next: none for a flush, a discard or a zeroing the storage
+// does itself; a chunk of a WRITE_ZEROES written as data; an allocation map's bitmap.
 uint32_t server::io_length(const request& r) const noexcept {
-  if (r.next_kind == io_kind::flush) return 0;
+  if (r.next_kind == io_kind::flush || r.next_kind == io_kind::discard) return 0;
+  const uint32_t block = storage_.block_size();
+  if (r.next_kind == io_kind::allocation_map) {
+    const uint64_t first = r.h.offset / block;
+    const uint64_t blocks = (r.h.offset + r.h.length + block - 1) / block - first;
+    return static_cast<uint32_t>(std::min<uint64_t>((blocks + 7) / 8, max_map_bytes));
+  }
   if (r.rmw) return r.cover_length;
   if (static_cast<command>(r.h.type) == command::write_zeroes) {
-    const uint32_t block = storage_.block_size();
     const uint64_t left = r.end - r.next;
     if (partial_zeroes(r)) return block;  // a partial edge block, read-modified-written
+    if (zero_by_range(r)) return 0;
     return static_cast<uint32_t>(std::min<uint64_t>(left - left % block, storage_.max_io()));
   }
   return r.h.length;
+}
+
+// Bytes of storage an io covers.
+uint64_t server::io_bytes(const io& x) noexcept {
+  return x.kind == io_kind::discard || x.kind == io_kind::zero_range ? x.extent : x.length;
 }
 
 // Gets an io for what r does next, or queues r behind the connection's earlier waiters until
@@ -1181,9 +1212,23 @@ void server::use_io(connection& c, uint32_t index, io& x) {
     read_held_blocks(c, index);
   } else if (static_cast<command>(r.h.type) == command::write_zeroes &&
              r.next_kind == io_kind::write) {
-    x.kind = io_kind::write_zeroes;  // zeroed by the backend, not on this thread
     x.offset = r.next;
+    if (x.length == 0) {  // the storage zeroes the range itself
+      const uint64_t left = r.end - r.next;
+      x.kind = io_kind::zero_range;
+      x.extent = static_cast<uint32_t>(
+          std::min<uint64_t>(left - left % storage_.block_size(), max_range_io));
+    } else {
+      x.kind = io_kind::write_zeroes;  // zeroed by the backend, not on this thread
+    }
     submit_write(c, index);
+  } else if (r.next_kind == io_kind::discard) {
+    x.offset = r.next;
+    x.extent = static_cast<uint32_t>(std::min<uint64_t>(r.end - r.next, max_range_io));
+    submit_write(c, index);
+  } else if (r.next_kind == io_kind::allocation_map) {
+    x.offset = r.h.offset - r.h.offset % storage_.block_size();
+    submit_io(c, index);
   } else if (r.next_kind == io_kind::write) {
     x.offset = r.h.offset;
     r.at = request::stage::receiving;  // on_readable/process_input fill it, then submit
@@ -1221,7 +1266,7 @@ bool server::write_in_flight_over(const block_range& blocks) const {
   for (const auto& [p, c] : connections_)
     for (const request& q : c->requests)
       if (q.used && q.at == request::stage::submitted && q.x != nullptr && writes(q.x->kind) &&
-          blocks_of(q.x->offset, q.x->length, block).meets(blocks))
+          blocks_of(q.x->offset, io_bytes(*q.x), block).meets(blocks))
         return true;
   return false;
 }
@@ -1271,7 +1316,7 @@ void server::retry_lock_waiting() {
   for (auto it = lock_waiting_.begin(); it != lock_waiting_.end();) {
     auto [c, index] = *it;
     request& r = c->requests[index];
-    const block_range want = blocks_of(r.x->offset, r.x->length, block);
+    const block_range want = blocks_of(r.x->offset, io_bytes(*r.x), block);
     const bool go = !taken(want) && !held_by_another(want, r) &&
                     (!r.rmw_reading || !write_in_flight_over(want));
     if (!go) {
@@ -1334,15 +1379,21 @@ bool server::serve_wants(connection& c) {
 
 void server::on_io_done(connection& c, uint32_t index, io& x) {
   request& r = c.requests[index];
-  const bool failed = !ok(x.result);
+  // A sparse kind the storage does not know (a reference target, the gga service): the server
+  // falls back, for good.
+  const bool unknown = (x.kind == io_kind::discard || x.kind == io_kind::zero_range ||
+                        x.kind == io_kind::allocation_map) &&
+                       x.result == status::invalid_value;
+  const bool failed = !ok(x.result) && !unknown;
   // A write that landed may be what an unaligned write waits for before it takes a block.
   if (writes(x.kind) && !lock_waiting_.empty()) lock_released_ = true;
   if (failed) {
     ++counters_.io_errors;
     ZC_LOG_ERROR("nbd: {}{} of {} bytes at offset {:#x} failed: {}",
                  r.rmw_reading ? "reading the blocks around an unaligned " : "",
-                 command_name(r.h.type), x.length, x.offset, status_name(x.result));
+                 command_name(r.h.type), io_bytes(x), x.offset, status_name(x.result));
   }
+  if (unknown) note_unknown(x.kind);
   if (c.dead) {
     release_io(x);
     r.x = nullptr;
@@ -1386,6 +1437,16 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     return;
   }
   if (r.locked && writes(x.kind)) unlock(r);  // its write-back landed
+  if (x.kind == io_kind::allocation_map) {
+    if (!failed && !unknown) reply_map(c, index, x);  // before its memory goes back
+    release_io(x);
+    r.x = nullptr;
+    if (failed)
+      finish(c, index, static_cast<uint32_t>(error_code::eio));
+    else if (unknown)
+      reply_allocated(c, index);
+    return;
+  }
   if (type == command::read && !failed) {
     reply rep;
     if (c.structured) {
@@ -1413,9 +1474,25 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     finish(c, index, static_cast<uint32_t>(error_code::eio));
     return;
   }
+  if (unknown && x.kind == io_kind::zero_range) {
+    if ((r.h.flags & command_flag::fast_zero) != 0) {
+      // The client zeroes the range its own way (an edge block zeroed already does no harm).
+      finish(c, index, static_cast<uint32_t>(error_code::enotsup));
+      return;
+    }
+    start_io(c, index);  // the same range again, written as data
+    return;
+  }
   if (type == command::write_zeroes && writes(x.kind)) {
     r.next = partial_zeroes(r) ? std::min<uint64_t>(r.end, x.offset + storage_.block_size())
-                               : r.next + x.length;
+                               : r.next + io_bytes(x);
+    if (r.next < r.end) {
+      start_io(c, index);
+      return;
+    }
+  }
+  if (x.kind == io_kind::discard) {
+    r.next = unknown ? r.end : r.next + x.extent;  // not known: advice not taken, as before
     if (r.next < r.end) {
       start_io(c, index);
       return;
@@ -1428,6 +1505,75 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
     return;
   }
   finish(c, index, 0);
+}
+
+void server::note_unknown(io_kind k) noexcept {
+  bool& known_not = k == io_kind::discard      ? no_discard_
+                    : k == io_kind::zero_range ? no_zero_range_
+                                               : no_map_;
+  if (known_not) return;
+  known_not = true;
+  ZC_LOG_INFO("nbd: the storage does not know {}: {}",
+              k == io_kind::discard      ? "discard"
+              : k == io_kind::zero_range ? "write zeroes"
+                                         : "allocation maps",
+              k == io_kind::discard      ? "TRIM is taken as advice and not done"
+              : k == io_kind::zero_range ? "zeroes are written as data"
+                                         : "BLOCK_STATUS answers every block allocated");
+}
+
+// BLOCK_STATUS without a map: one extent, allocated data, over the whole request.
+void server::reply_allocated(connection& c, uint32_t index) {
+  request& r = c.requests[index];
+  reply rep;
+  const auto extent =
+      static_cast<uint32_t>(std::min<uint64_t>(r.h.length, storage_.size() - r.h.offset));
+  encode_block_status_chunk(
+      std::span<uint8_t, block_status_chunk_size>(rep.header.data(), block_status_chunk_size),
+      r.h.cookie, base_allocation_id, extent, 0);
+  rep.header_size = block_status_chunk_size;
+  rep.request = index;
+  r.at = request::stage::replying;
+  queue_reply(c, std::move(rep));
+}
+
+// BLOCK_STATUS from the storage's bitmap (x's memory, from block x.offset): extents from the
+// request's offset, one per run of blocks alike, up to the request's end or the bitmap's (fewer
+// bytes than asked, which proto.md allows); one only with REQ_ONE.
+void server::reply_map(connection& c, uint32_t index, const io& x) {
+  request& r = c.requests[index];
+  const uint32_t block = storage_.block_size();
+  const uint64_t covered =
+      std::min<uint64_t>(x.offset + uint64_t(x.length) * 8 * block, storage_.size());
+  const uint64_t end = std::min<uint64_t>(r.h.offset + r.h.length, covered);
+  auto allocated = [&](uint64_t at) {
+    const uint64_t bit = (at - x.offset) / block;
+    bool set = false;
+    for_each_piece(x.segments, bit / 8, 1, [&](uint8_t* p, size_t) {
+      set = (*p >> (bit % 8)) & 1;
+      return false;
+    });
+    return set;
+  };
+  std::vector<block_extent> extents;
+  for (uint64_t at = r.h.offset; at < end;) {
+    const bool state = allocated(at);
+    uint64_t next = (at / block + 1) * block;
+    while (next < end && allocated(next) == state) next += block;
+    next = std::min(next, end);
+    extents.push_back(
+        {static_cast<uint32_t>(next - at), state ? 0 : block_state::hole | block_state::zero});
+    at = next;
+    if ((r.h.flags & command_flag::req_one) != 0) break;
+  }
+  reply rep;
+  encode_block_status(std::span<uint8_t, structured_reply_header_size>(
+                          rep.header.data(), structured_reply_header_size),
+                      rep.extra, r.h.cookie, base_allocation_id, extents);
+  rep.header_size = structured_reply_header_size;
+  rep.request = index;
+  r.at = request::stage::replying;
+  queue_reply(c, std::move(rep));
 }
 
 // Queues the reply that ends request `index` (no data).

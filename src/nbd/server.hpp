@@ -135,6 +135,12 @@ class server {
   bool handle_option(connection& c);
   void handle_request(connection& c);
   uint32_t io_length(const request& r) const noexcept;
+  static uint64_t io_bytes(const io& x) noexcept;
+  // WRITE_ZEROES' whole blocks zeroed by the storage itself (no data written).
+  bool zero_by_range(const request& r) const noexcept;
+  void note_unknown(io_kind k) noexcept;
+  void reply_allocated(connection& c, uint32_t index);
+  void reply_map(connection& c, uint32_t index, const io& x);
   // A WRITE_ZEROES whose next piece is a partial block (read-modify-written).
   bool partial_zeroes(const request& r) const noexcept;
   // A WRITE's payload is read and dropped, then the request is answered `error`.
@@ -193,6 +199,11 @@ class server {
   // The connection whose next request was passed over max_misses times: ios go to it first.
   connection* reserved_ = nullptr;
   uint32_t contenders_ = 0;  // connections that hold an io or want one
+  // What the storage answered invalid_value once (it does not know the kind): the server falls
+  // back for good (TRIM not done, zeroes written as data, every block allocated).
+  bool no_discard_ = false;
+  bool no_zero_range_ = false;
+  bool no_map_ = false;
   // Writes waiting for blocks (read-modify-writes to take them, others for blocks one holds),
   // oldest first.
   std::deque<std::pair<connection*, uint32_t>> lock_waiting_;

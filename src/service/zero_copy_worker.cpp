@@ -641,12 +641,14 @@ void zero_copy_worker::io_path::on_response(uint32_t index) noexcept {
     return;
   }
   request_slot& s = requests_[slot];
-  // A transfer that failed on its way (IO_FAILED for a read or a write) may still have bytes in
-  // flight on io_data, which is not ordered with io_control: the IO is held, and the target is
-  // fenced before it is answered, like one the target never answered.
+  // A transfer that failed on its way (IO_FAILED for a read, a write or an allocation map's
+  // bitmap) may still have bytes in flight on io_data, which is not ordered with io_control: the
+  // IO is held, and the target is fenced before it is answered, like one the target never
+  // answered.
   const auto type = io_message_view(s.message->head()).type();
   if (msg.result() == status::io_failed &&
-      (type == io_message_type::read || type == io_message_type::write)) {
+      (type == io_message_type::read || type == io_message_type::write ||
+       type == io_message_type::allocation_map)) {
     post_response_receive(p);
     lose(status::io_failed);
     return;

@@ -4,24 +4,29 @@
 // activation by nbdinfo; SIGTERM ends it with exit 0 and the pipeline behind it ends its session;
 // a lost service ends it with exit 1; an ext4 file system made, written and read back through
 // nbdfuse and a loop device. Every wait is bounded; a missing client skips its test.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "pipeline.hpp"
+#include "support/nbdinfo_map.hpp"
 
 namespace zc::test {
 namespace {
@@ -635,9 +640,22 @@ TEST_F(nbd_pipeline, local_gga_serves_any_data_over_nbd) {
                        "import os\n"
                        "data = os.urandom(65536)\n"
                        "h.pwrite(data, 8192)\n"
-                       "print('same' if h.pread(65536, 8192) == data else 'differs')\n"});
+                       "print('same' if h.pread(65536, 8192) == data else 'differs')\n"
+                       "h.zero(16384, 12288)\n"
+                       "back = h.pread(65536, 8192)\n"
+                       "print('zeroes-ok' if back == data[:4096] + bytes(16384) + data[20480:]"
+                       " else 'zeroes-wrong')\n"
+                       "h.trim(65536, 8192)\n"
+                       "print('trim-kept' if h.pread(65536, 8192) == back else 'trim-dropped')\n"});
   EXPECT_EQ(r.code, std::optional<int>(0)) << r.output << gga.process->output();
   EXPECT_NE(r.output.find("same"), std::string::npos) << r.output;
+  // gga does not serve the sparse IO types yet: zeroes are written as data, TRIM is advice not
+  // taken, and the map is one allocated extent.
+  EXPECT_NE(r.output.find("zeroes-ok"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("trim-kept"), std::string::npos) << r.output;
+  r = run_client({"nbdinfo", "--map", uri()});
+  EXPECT_EQ(r.code, std::optional<int>(0)) << r.output << gga.process->output();
+  EXPECT_NE(r.output.find(fmt::format("{}    0  data", nbd_disk)), std::string::npos) << r.output;
   r = run_client({"nbdcopy", "--connections", "2", in.string(), uri()});
   ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << gga.process->output();
   r = run_client({"nbdcopy", uri(), (dir_ / "out.txt").string()});
@@ -645,6 +663,102 @@ TEST_F(nbd_pipeline, local_gga_serves_any_data_over_nbd) {
   const auto back = read_all(dir_ / "out.txt");
   EXPECT_TRUE(std::string(back.begin(), back.end()) == text) << "gga returned other bytes";
   EXPECT_EQ(gga.interrupt(), std::optional<int>(128 + SIGINT)) << gga.process->output();
+}
+
+// ---- sparse requests through the zero-copy pipeline
+
+// "nbdinfo --map" of the export; its output in *text.
+nbd_extents nbd_map(const std::string& uri, std::string* text) {
+  auto r = run_client({"nbdinfo", "--map", uri});
+  *text = r.output;
+  return r.code == std::optional<int>(0) ? parse_nbdinfo_map(r.output) : nbd_extents{};
+}
+
+constexpr uint64_t mib = 1u << 20;
+
+// A 256 MiB memory target with 4 MiB written: the map shows exactly that; WRITE_ZEROES and TRIM
+// reach the target (no data written) and the map follows; nbdcopy copies the export byte for byte.
+TEST_F(nbd_pipeline, sparse_requests_reach_a_memory_target_and_the_map_shows_them) {
+  for (const char* c : {"nbdsh", "nbdinfo", "nbdcopy"})
+    if (!have(c)) GTEST_SKIP() << c << " is not installed";
+  pipeline p({.block_count = 65536});
+  ASSERT_TRUE(start(p)) << output(p);
+  const uint64_t disk = 256 * mib;
+  auto r = run_client({"nbdsh", "-u", uri(), "-c",
+                       "import os\n"
+                       "data = os.urandom(4 << 20)\n"
+                       "h.pwrite(data, 64 << 20)\n"
+                       "open('" +
+                           (dir_ / "data.bin").string() + "', 'wb').write(data)\n"});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  std::string text;
+  using extents = nbd_extents;
+  EXPECT_EQ(nbd_map(uri(), &text),
+            (extents{{0, 64 * mib, 3}, {64 * mib, 4 * mib, 0}, {68 * mib, disk - 68 * mib, 3}}))
+      << text << output(p);
+
+  r = run_client({"nbdsh", "-u", uri(), "-c",
+                  "h.zero(1 << 20, 65 << 20)\n"
+                  "h.trim(1 << 20, 67 << 20)\n"
+                  "print('zeros' if h.pread(1 << 20, 65 << 20) == bytes(1 << 20) else 'data')\n"});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  EXPECT_NE(r.output.find("zeros"), std::string::npos) << r.output;
+  EXPECT_EQ(nbd_map(uri(), &text), (extents{{0, 64 * mib, 3},
+                                            {64 * mib, mib, 0},
+                                            {65 * mib, mib, 3},
+                                            {66 * mib, mib, 0},
+                                            {67 * mib, disk - 67 * mib, 3}}))
+      << text << output(p);
+
+  r = run_client({"nbdcopy", uri(), (dir_ / "out.img").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  const auto out = read_all(dir_ / "out.img");
+  const auto data = read_all(dir_ / "data.bin");
+  ASSERT_EQ(out.size(), disk);
+  ASSERT_EQ(data.size(), 4 * mib);
+  auto zeros = [&](uint64_t from, uint64_t to) {
+    return std::all_of(out.begin() + from, out.begin() + to, [](char b) { return b == 0; });
+  };
+  EXPECT_TRUE(zeros(0, 64 * mib));
+  EXPECT_TRUE(std::equal(data.begin(), data.begin() + mib, out.begin() + 64 * mib));
+  EXPECT_TRUE(zeros(65 * mib, 66 * mib));
+  EXPECT_TRUE(std::equal(data.begin() + 2 * mib, data.begin() + 3 * mib, out.begin() + 66 * mib));
+  EXPECT_TRUE(zeros(67 * mib, disk));
+}
+
+// TRIM on a --backing-file target punches a hole in the file: its blocks are freed (SEEK_HOLE
+// finds the hole, the file takes less space) and the range reads back as zeros.
+TEST_F(nbd_pipeline, trim_punches_a_hole_in_a_backing_file) {
+  for (const char* c : {"nbdsh", "nbdinfo"})
+    if (!have(c)) GTEST_SKIP() << c << " is not installed";
+  const auto file = dir_ / "disk.img";
+  pipeline p({.block_count = 16384, .backing_file = file.string()});
+  ASSERT_TRUE(start(p)) << output(p);
+  auto r = run_client({"nbdsh", "-u", uri(), "-c",
+                       "import os\n"
+                       "h.pwrite(os.urandom(8 << 20), 0)\n"
+                       "h.flush()\n"});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  struct stat before {};
+  ASSERT_EQ(::stat(file.c_str(), &before), 0);
+  r = run_client({"nbdsh", "-u", uri(), "-c",
+                  "h.trim(4 << 20, 2 << 20)\n"
+                  "h.flush()\n"
+                  "print('zeros' if h.pread(4 << 20, 2 << 20) == bytes(4 << 20) else 'data')\n"});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  EXPECT_NE(r.output.find("zeros"), std::string::npos) << r.output;
+  struct stat after {};
+  ASSERT_EQ(::stat(file.c_str(), &after), 0);
+  EXPECT_LE(after.st_blocks, before.st_blocks - int64_t(4 * mib / 512)) << before.st_blocks;
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(::lseek(fd, off_t(2 * mib), SEEK_HOLE), off_t(2 * mib));
+  EXPECT_EQ(::lseek(fd, off_t(2 * mib), SEEK_DATA), off_t(6 * mib));
+  ::close(fd);
+  std::string text;
+  const auto map = nbd_map(uri(), &text);
+  const std::array<uint64_t, 3> hole{2 * mib, 4 * mib, 3};
+  EXPECT_NE(std::find(map.begin(), map.end(), hole), map.end()) << text << output(p);
 }
 
 // ---- a real file system on the export: nbdfuse + loop device + ext4

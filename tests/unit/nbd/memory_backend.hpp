@@ -65,12 +65,27 @@ class memory_backend final : public backend {
 
   void submit(io& x) noexcept override {
     x.result = status::success;
+    const bool ranged = x.kind == io_kind::discard || x.kind == io_kind::zero_range;
+    const uint64_t bytes = ranged ? x.extent : x.length;
     if (fail_offset_ && x.kind != io_kind::flush && *fail_offset_ >= x.offset &&
-        *fail_offset_ < x.offset + x.length) {
+        *fail_offset_ < x.offset + bytes) {
       x.result = status::io_failed;
-    } else if (x.kind == io_kind::write_zeroes) {
-      std::memset(data_.data() + x.offset, 0, x.length);
-      ++zeroes;
+    } else if ((ranged || x.kind == io_kind::allocation_map) && !sparse_) {
+      x.result = status::invalid_value;  // as a target that does not know the type
+    } else if (x.kind == io_kind::write_zeroes || ranged) {
+      std::memset(data_.data() + x.offset, 0, bytes);
+      mark(x.offset, bytes, x.kind == io_kind::write_zeroes);
+      ++(x.kind == io_kind::write_zeroes ? zeroes
+         : x.kind == io_kind::discard    ? discards
+                                         : zeroings);
+    } else if (x.kind == io_kind::allocation_map) {
+      ++maps;
+      for (uint64_t i = 0; i < uint64_t(x.length) * 8; ++i) {
+        const uint64_t b = x.offset / block_ + i;
+        const bool set = b < allocated_.size() && allocated_[b];
+        auto* byte = static_cast<uint8_t*>(x.segments[0].iov_base) + i / 8;  // one segment
+        *byte = static_cast<uint8_t>(set ? *byte | (1u << (i % 8)) : *byte & ~(1u << (i % 8)));
+      }
     } else if (x.kind == io_kind::read || x.kind == io_kind::write) {
       uint64_t at = x.offset;
       for (const iovec& v : x.segments) {
@@ -80,6 +95,8 @@ class memory_backend final : public backend {
           std::memcpy(data_.data() + at, v.iov_base, v.iov_len);
         at += v.iov_len;
       }
+      (x.kind == io_kind::read ? bytes_read : bytes_written) += x.length;
+      if (x.kind == io_kind::write) mark(x.offset, x.length, true);
     } else {
       ++flushes;
     }
@@ -135,7 +152,18 @@ class memory_backend final : public backend {
     }
     let_go(SIZE_MAX);
   }
-  uint64_t zeroes = 0;  // write_zeroes ios (the server's thread, or after it stopped)
+  // Before the server starts: discard, zero_range and allocation_map answered invalid_value, as
+  // by storage that does not know them.
+  void without_sparse() { sparse_ = false; }
+  // Before the server starts: blocks first..first+count-1 hold data (others read as zeros).
+  void set_allocated(uint64_t first, uint64_t count) { mark(first * block_, count * block_, true); }
+  // Counted on the server's thread; read once it stopped.
+  uint64_t zeroes = 0;    // write_zeroes ios (zeros written as data)
+  uint64_t discards = 0;  // discard ios
+  uint64_t zeroings = 0;  // zero_range ios
+  uint64_t maps = 0;      // allocation_map ios
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
   void fail_at(std::optional<uint64_t> offset) { fail_offset_ = offset; }
   uint64_t flushes = 0;  // read on the test thread once the server stopped
 
@@ -157,6 +185,12 @@ class memory_backend final : public backend {
   std::deque<io*> held_ios_;  // under mutex_
   bool hold_ = false;
   std::optional<uint64_t> fail_offset_;
+  void mark(uint64_t offset, uint64_t length, bool allocated) {
+    for (uint64_t b = offset / block_; b < (offset + length + block_ - 1) / block_; ++b)
+      allocated_[b] = allocated;
+  }
+  std::vector<bool> allocated_ = std::vector<bool>(data_.size() / block_);
+  bool sparse_ = true;
   uint64_t limit_ = 0;
   uint64_t held_ = 0;
   size_t peak_ios_ = 0;

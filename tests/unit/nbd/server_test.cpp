@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
@@ -24,6 +25,7 @@
 #include "core/bytes.hpp"
 #include "memory_backend.hpp"
 #include "nbd/protocol.hpp"
+#include "support/nbdinfo_map.hpp"
 #include "support/subprocess.hpp"
 
 namespace zc::nbd {
@@ -73,12 +75,15 @@ class served {
  public:
   // memory_limit: the bytes all ios may hold at once (0: ios * max_io).
   // hold_completions: ios complete when the test lets them go (memory_backend::let_go).
+  // prepare: called on the backend before the server starts.
   explicit served(server_options options = {}, uint32_t ios = 32, bool backend_read_only = false,
-                  uint32_t segment = 0, uint64_t memory_limit = 0, bool hold_completions = false)
+                  uint32_t segment = 0, uint64_t memory_limit = 0, bool hold_completions = false,
+                  const std::function<void(test::memory_backend&)>& prepare = {})
       : dir_(fs::temp_directory_path() / zc::test::unique_name("nbd")),
         backend_(disk_size, block, max_io, ios, backend_read_only, segment) {
     backend_.limit_memory(memory_limit);
     if (hold_completions) backend_.hold_completions();
+    if (prepare) prepare(backend_);
     fs::create_directories(dir_);
     socket_ = (dir_ / "sock").string();
     srv_ = std::make_unique<server>(backend_, std::move(options));
@@ -291,10 +296,9 @@ TEST(nbd_server, nbdinfo_reports_size_block_sizes_and_flags) {
   EXPECT_EQ(e.at("block_size_preferred").get<uint32_t>(), 4096u);
   EXPECT_EQ(e.at("block_size_maximum").get<uint32_t>(), max_io - block);
   EXPECT_EQ(e.at("is_read_only").get<bool>(), false);
-  for (const char* key :
-       {"can_flush", "can_fua", "can_multi_conn", "can_trim", "can_zero", "can_cache", "can_df"})
+  for (const char* key : {"can_flush", "can_fua", "can_multi_conn", "can_trim", "can_zero",
+                          "can_fast_zero", "can_cache", "can_df"})
     EXPECT_TRUE(e.at(key).get<bool>()) << key << "\n" << r.output;
-  EXPECT_FALSE(e.at("can_fast_zero").get<bool>());
 }
 
 TEST(nbd_server, tcp_listener_serves_nbdinfo) {
@@ -320,9 +324,10 @@ TEST(nbd_server, nbdinfo_sees_a_read_only_export) {
   EXPECT_TRUE(j.at("exports").at(0).at("is_read_only").get<bool>()) << r.output;
 }
 
-TEST(nbd_server, nbdinfo_map_is_one_allocated_extent) {
+// Storage without allocation maps: one allocated extent over everything.
+TEST(nbd_server, nbdinfo_map_is_one_allocated_extent_without_a_map) {
   if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo (libnbd-bin) is not installed";
-  served s;
+  served s({}, 32, false, 0, 0, false, [](test::memory_backend& b) { b.without_sparse(); });
   auto r = run({"nbdinfo", "--map", s.uri()});
   ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
   // "         0    16777216    0  data"
@@ -410,7 +415,8 @@ h.flush()
 print('ok: zero, trim, cache, flush')
 extents = []
 h.block_status(65536, 0, lambda ctx, off, ents, err: extents.append((ctx, off, list(ents))))
-assert extents == [('base:allocation', 0, [65536, 0])], extents
+# Blocks 1 and 2 zeroed (no data, so holes), block 3 written: the storage's own map.
+assert extents == [('base:allocation', 0, [12288, 3, 4096, 0, 49152, 3])], extents
 print('ok: block status')
 # Below the block: sectors read and written in place, the bytes around them kept.
 before = h.pread(3 * 4096, 16384)
@@ -1887,7 +1893,8 @@ TEST(nbd_server_share, one_connection_holds_at_most_half_the_ios) {
 // client copies the whole export out meanwhile, byte for byte.
 TEST(nbd_server_share, a_client_holding_its_share_leaves_the_rest_to_a_real_one) {
   if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy (libnbd-bin) is not installed";
-  served s({.request_timeout = 0ms}, 16);
+  served s({.request_timeout = 0ms}, 16, false, 0, 0, false,
+           [](test::memory_backend& b) { b.set_allocated(0, disk_size / block); });
   const auto image = pattern(disk_size, 11);
   std::copy(image.begin(), image.end(), s.backend().bytes().begin());
   raw_client hostile(s.socket_path());
@@ -1972,7 +1979,8 @@ TEST(nbd_server_share, a_large_request_is_not_starved_by_a_stream_of_small_ones)
 // WRITE_ZEROES holds ios like a WRITE (within the share), and the backend zeroes them, not the
 // server's thread.
 TEST(nbd_server_share, write_zeroes_counts_against_the_share_and_is_zeroed_by_the_backend) {
-  served s({}, 16);
+  // Storage that cannot zero by itself: the zeroes are written as data, through IO memory.
+  served s({}, 16, false, 0, 0, false, [](test::memory_backend& b) { b.without_sparse(); });
   const auto image = pattern(disk_size, 13);
   std::copy(image.begin(), image.end(), s.backend().bytes().begin());
   raw_client c(s.socket_path());
@@ -1985,6 +1993,139 @@ TEST(nbd_server_share, write_zeroes_counts_against_the_share_and_is_zeroed_by_th
   EXPECT_EQ(s.backend().zeroes, 16u);
   EXPECT_TRUE(std::all_of(s.backend().bytes().begin(), s.backend().bytes().end(),
                           [](uint8_t b) { return b == 0; }));
+}
+
+// ---- sparse: TRIM, WRITE_ZEROES and BLOCK_STATUS through the storage's own operations
+
+zc::test::nbd_extents map_of(const served& s) {
+  auto r = run({"nbdinfo", "--map", s.uri()});
+  EXPECT_EQ(r.code, std::optional<int>(0)) << r.output;
+  return zc::test::parse_nbdinfo_map(r.output);
+}
+
+TEST(nbd_server_sparse, nbdinfo_map_shows_exactly_the_allocated_blocks) {
+  if (!have("nbdinfo")) GTEST_SKIP() << "nbdinfo (libnbd-bin) is not installed";
+  served s({}, 32, false, 0, 0, false, [](test::memory_backend& b) {
+    b.set_allocated(4, 4);
+    b.set_allocated(100, 2);
+  });
+  const zc::test::nbd_extents expected = {{0, 4 * block, 3},
+                                          {4 * block, 4 * block, 0},
+                                          {8 * block, 92 * block, 3},
+                                          {100 * block, 2 * block, 0},
+                                          {102 * block, disk_size - 102 * block, 3}};
+  EXPECT_EQ(map_of(s), expected);
+  s.stop();
+  EXPECT_GE(s.backend().maps, 1u);
+}
+
+// Offsets inside blocks, REQ_ONE, and a request longer than one bitmap covers.
+TEST(nbd_server_sparse, block_status_at_any_offset_and_with_req_one) {
+  if (!have("nbdsh")) GTEST_SKIP() << "nbdsh (python3-libnbd) is not installed";
+  served s({}, 32, false, 0, 0, false, [](test::memory_backend& b) { b.set_allocated(1, 1); });
+  const std::string script = R"(
+seen = []
+def cb(meta, off, entries, err):
+    seen.append((off, list(entries)))
+h.block_status(3 * 4096, 2048, cb)
+h.block_status(2048, 6144, cb, nbd.CMD_FLAG_REQ_ONE)
+print(seen)
+)";
+  auto r = run({"nbdsh", "--base-allocation", "-u", s.uri(), "-c", script});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  // From 2048: the rest of block 0 a hole, block 1 data, blocks 2 and 3 a hole to the request's
+  // end; from 6144 with REQ_ONE: one extent, the rest of block 1.
+  EXPECT_NE(r.output.find("(2048, [2048, 3, 4096, 0, 6144, 3])"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(6144, [2048, 0])"), std::string::npos) << r.output;
+}
+
+TEST(nbd_server_sparse, trim_drops_the_whole_blocks_inside_its_range) {
+  served s;
+  const auto image = pattern(16 * block, 21);
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(open_all({&c}));
+  ASSERT_TRUE(c.request(command::write, 1, 0, 16 * block));
+  ASSERT_TRUE(c.send(image));
+  expect_successes(c, 1);
+  ASSERT_TRUE(c.request(command::trim, 2, 512, 3 * block));  // blocks 1 and 2 whole
+  expect_successes(c, 1);
+  s.stop();
+  const auto& bytes = s.backend().bytes();
+  for (uint64_t i = 0; i < 16 * block; ++i) {
+    const bool dropped = i >= block && i < 3 * block;
+    ASSERT_EQ(bytes[i], dropped ? 0 : image[i]) << "byte " << i;
+  }
+  EXPECT_EQ(s.backend().discards, 1u);
+}
+
+TEST(nbd_server_sparse, write_zeroes_moves_no_data_unless_no_hole_or_unknown) {
+  auto check = [](bool sparse, uint16_t flags, bool by_range) {
+    served s({}, 32, false, 0, 0, false, [sparse](test::memory_backend& b) {
+      if (!sparse) b.without_sparse();
+    });
+    std::fill(s.backend().bytes().begin(), s.backend().bytes().end(), uint8_t{0x5A});
+    raw_client c(s.socket_path());
+    ASSERT_TRUE(open_all({&c}));
+    ASSERT_TRUE(c.request(command::write_zeroes, 1, block, 4 * max_io, flags));
+    expect_successes(c, 1);
+    ASSERT_TRUE(c.request(command::write_zeroes, 2, 8 * max_io, 2 * block, flags));
+    expect_successes(c, 1);
+    s.stop();
+    const auto& bytes = s.backend().bytes();
+    EXPECT_EQ(bytes[block - 1], 0x5A);
+    EXPECT_TRUE(std::all_of(bytes.begin() + block, bytes.begin() + block + 4 * max_io,
+                            [](uint8_t b) { return b == 0; }));
+    EXPECT_EQ(bytes[block + 4 * max_io], 0x5A);
+    EXPECT_EQ(s.backend().zeroings != 0, by_range) << sparse << " " << flags;
+    EXPECT_EQ(s.backend().zeroes != 0, !by_range) << sparse << " " << flags;
+  };
+  check(true, 0, true);
+  check(true, command_flag::no_hole, false);
+  check(false, 0, false);
+}
+
+TEST(nbd_server_sparse, fast_zero_fails_at_once_where_zeroes_would_be_written) {
+  served s({}, 32, false, 0, 0, false, [](test::memory_backend& b) { b.without_sparse(); });
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(open_all({&c}));
+  for (uint64_t i = 0; i < 2; ++i) {  // learnt from the storage, then known
+    ASSERT_TRUE(c.request(command::write_zeroes, i, 0, max_io, command_flag::fast_zero));
+    auto rep = c.simple_reply();
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->first, static_cast<uint32_t>(error_code::enotsup)) << i;
+  }
+  ASSERT_TRUE(c.request(command::write_zeroes, 3, 0, max_io));  // without it: written as data
+  expect_successes(c, 1);
+  s.stop();
+  EXPECT_GE(s.backend().zeroes, 1u);
+}
+
+TEST(nbd_server_sparse, fast_zero_with_no_hole_is_refused) {
+  served s;
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(open_all({&c}));
+  ASSERT_TRUE(c.request(command::write_zeroes, 1, 0, max_io,
+                        command_flag::fast_zero | command_flag::no_hole));
+  auto rep = c.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, static_cast<uint32_t>(error_code::enotsup));
+}
+
+// nbdcopy out of a mostly empty export reads only what is allocated.
+TEST(nbd_server_sparse, nbdcopy_reads_only_the_allocated_blocks) {
+  if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy (libnbd-bin) is not installed";
+  served s({}, 32, false, 0, 0, false, [](test::memory_backend& b) { b.set_allocated(256, 256); });
+  const auto data = pattern(256 * block, 23);
+  std::copy(data.begin(), data.end(), s.backend().bytes().begin() + 256 * block);
+  auto r = run({"nbdcopy", s.uri(), s.file("out.img").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output;
+  const auto out = read_file(s.file("out.img"));
+  ASSERT_EQ(out.size(), disk_size);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), out.begin() + 256 * block));
+  EXPECT_TRUE(
+      std::all_of(out.begin(), out.begin() + 256 * block, [](uint8_t b) { return b == 0; }));
+  s.stop();
+  EXPECT_LE(s.backend().bytes_read, 2 * 256 * block);  // 1 MiB allocated of a 16 MiB export
 }
 
 }  // namespace
