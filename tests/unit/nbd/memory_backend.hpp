@@ -1,9 +1,9 @@
 // A storage backend in memory, for the server's tests only: a fixed number of ios (one slot each),
 // each with its own buffer of max_io bytes (one segment, or segments of `segment` bytes, as
 // host_backend cuts its slices), completed at once (on submit) but handed back through the same
-// eventfd-signalled path as the real one. Optional: a limit on the bytes all ios hold at once
-// (memory() is then that limit, as host_backend's block-granular memory), completions held until
-// the test lets them go, and faults (every IO at one offset fails).
+// eventfd-signalled path as the real one, in order or shuffled. Optional: a limit on the bytes all
+// ios hold at once (memory() is then that limit, as host_backend's block-granular memory),
+// completions held until the test lets them go, and faults (every IO at one offset fails).
 #pragma once
 
 #include <sys/eventfd.h>
@@ -14,6 +14,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <vector>
 
 #include "nbd/backend.hpp"
@@ -105,7 +106,9 @@ class memory_backend final : public backend {
       held_ios_.push_back(&x);
       return;
     }
-    done_.push_back(&x);
+    // Shuffled: among the completions not yet taken, this one goes anywhere.
+    const size_t at = shuffle_ ? static_cast<size_t>(rng_() % (done_.size() + 1)) : done_.size();
+    done_.insert(done_.begin() + static_cast<ptrdiff_t>(at), &x);
     const uint64_t one = 1;
     (void)!::write(fd_, &one, sizeof one);
   }
@@ -130,6 +133,11 @@ class memory_backend final : public backend {
   size_t peak_ios() const { return peak_ios_; }
   // Before the server starts: all ios together hold at most `bytes`.
   void limit_memory(uint64_t bytes) { limit_ = bytes; }
+  // Before the server starts: completions taken together come back in a random order (seeded).
+  void shuffle_completions(uint32_t seed) {
+    shuffle_ = true;
+    rng_.seed(seed);
+  }
   // Before the server starts: ios complete only when let_go() says so.
   void hold_completions() { hold_ = true; }
   // From any thread: completes the n ios submitted first among those held. Returns how many.
@@ -184,6 +192,8 @@ class memory_backend final : public backend {
   std::vector<io*> done_;     // under mutex_
   std::deque<io*> held_ios_;  // under mutex_
   bool hold_ = false;
+  bool shuffle_ = false;
+  std::minstd_rand rng_;  // under mutex_
   std::optional<uint64_t> fail_offset_;
   void mark(uint64_t offset, uint64_t length, bool allocated) {
     for (uint64_t b = offset / block_; b < (offset + length + block_ - 1) / block_; ++b)

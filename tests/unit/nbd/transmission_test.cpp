@@ -36,8 +36,10 @@ TEST(nbd_server_rmw, an_unaligned_read_returns_exactly_its_bytes) {
 // Two connections write different sectors of the same blocks, pipelined: each write reads its
 // blocks, puts its bytes in and writes them back, so without the edge-block lock one would undo
 // the other.
+// The backend completes what it has in a shuffled order: the block locks, not the completion order,
+// decide which write lands last.
 TEST(nbd_server_rmw, unaligned_writes_to_one_block_from_two_connections_all_land) {
-  served s;
+  served s({}, 32, false, 0, 0, false, [](test::memory_backend& b) { b.shuffle_completions(7); });
   raw_client a(s.socket_path());
   raw_client b(s.socket_path());
   ASSERT_TRUE(open_all({&a, &b}));
