@@ -1494,6 +1494,34 @@ TEST_P(target_session, bad_discards_zeroes_and_maps_are_refused_and_the_session_
   EXPECT_NE(t.output().find("11 errors"), std::string::npos) << t.output();
 }
 
+// --fail-writes-after counts discards and write zeroes as writes (they change the storage); an
+// allocation map is no write.
+TEST_P(target_session, fault_injection_counts_discards_and_write_zeroes_as_writes) {
+  constexpr uint32_t block = 4096;
+  target t(options(1, {"--block-count", "16", "--fail-writes-after", "2"}));
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * 1024);
+    driver_worker& w = d.worker(0);
+    const auto data = pattern(4 * block, 91);
+    std::memcpy(d.region_data(), data.data(), data.size());
+    run_ios(w, {{write_op, 1, 4 * block, 0, 0}});
+    run_ios(w, {{discard_op, 2, block, 0, 0}});
+    // The first refusal is the one logged at warning level.
+    run_ios(w, {{zeroes_op, 3, block, 0, block}}, status::io_failed);
+    run_ios(w, {{write_op, 4, block, 0, 0}}, status::io_failed);
+    run_ios(w, {{map_op, 5, 2, 60 * 1024, 0}});
+    EXPECT_EQ(d.region_data()[60 * 1024], 0x0E);  // block 0 discarded, 1 to 3 written
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(1)) << t.output();
+  EXPECT_NE(t.output().find("write zeroes refused (fault injection: --fail-writes-after)"),
+            std::string::npos)
+      << t.output();
+}
+
 // The blocks of `file` (of `block` bytes, `count` of them) that hold any data byte, as
 // SEEK_DATA / SEEK_HOLE see them: what the target's allocation map must say, whatever the file
 // system's allocation granularity.
