@@ -58,7 +58,8 @@ std::optional<int> parse_config(int argc, const char* const* argv, target_config
                  "Fault injection for tests: refuse every read after the first N with IO_FAILED")
       ->group("Testing");
   app.add_option("--fail-writes-after", out.fail_writes_after,
-                 "Fault injection for tests: refuse every write after the first N with IO_FAILED")
+                 "Fault injection for tests: refuse every write (discards and write zeroes "
+                 "included) after the first N with IO_FAILED")
       ->group("Testing");
   app.add_option("--drop-ios-after", out.drop_ios_after,
                  "Fault injection for tests: leave every IO after the first N unanswered")

@@ -26,7 +26,7 @@ enum class io_message_type : uint32_t {
   // zcstore's extension (DESIGN §2): io_size 0; answered once every completed write of the target
   // is durable. A reference target answers it INVALID_VALUE ("flush not supported").
   flush = 3,
-  // zcstore's extensions (DESIGN §2, FORMATS §3), no data moved unless said; a reference target
+  // zcstore's extensions (DESIGN §2, FORMATS §2.1), no data moved unless said; a reference target
   // answers each INVALID_VALUE and front ends fall back. io_size is the range's bytes (whole
   // blocks) for discard and write_zeroes; for allocation_map it is the bitmap's bytes, written by
   // the target at requester_offset: bit i (byte i / 8, bit i % 8, least significant first) is 1
@@ -35,6 +35,10 @@ enum class io_message_type : uint32_t {
   write_zeroes = 5,    // the range reads back as zeros (the storage may be deallocated)
   allocation_map = 6,  // io_size * 8 blocks from storage_offset, the bits past the end 0
 };
+
+// The largest allocation map one IO asks for, in bytes (io_size): 32768 blocks. A target refuses
+// a larger one with INVALID_VALUE; each of its transaction slots holds one bitmap this size.
+inline constexpr uint32_t max_allocation_map_size = 4096;
 
 // Field offsets in bytes. 4..7 is padding and 40..63 is unused: both travel as they are.
 namespace io_message_offset {

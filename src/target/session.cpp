@@ -448,6 +448,15 @@ void target_service::print_stats(const std::vector<worker_stats>& stats) {
   // output always has the reference's per-core blocks.
   if (stats.empty())
     for (uint32_t cpu : config_.cpus) blocks.push_back({cpu, 0, std::nullopt, 0, 0});
+  // zcstore's figures, one line per core, before the reference's blocks: those stay as they
+  // were, at the very end of the output, where scripts written for the reference look.
+  for (const auto& w : stats)
+    std::fputs(fmt::format("target core {}: reads {} ({} bytes), writes {} ({} bytes), discards "
+                           "{}, write zeroes {}, allocation maps {}\n",
+                           w.cpu, w.reads, w.read_bytes, w.writes, w.written_bytes, w.discards,
+                           w.write_zeroes, w.allocation_maps)
+                   .c_str(),
+               stdout);
   std::fputs(storage::format_core_stats(blocks).c_str(), stdout);
   std::fflush(stdout);
 }

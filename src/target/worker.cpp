@@ -13,11 +13,30 @@ namespace zc::target {
 namespace {
 // How long a destroyed io_path lets its contexts stop before they are destroyed anyway.
 constexpr auto teardown_limit = std::chrono::milliseconds(2000);
+
+// For the log lines of the IO types a fault may stop.
+const char* io_name(storage::io_message_type type) noexcept {
+  switch (type) {
+    case storage::io_message_type::read:
+      return "read";
+    case storage::io_message_type::write:
+      return "write";
+    case storage::io_message_type::discard:
+      return "discard";
+    case storage::io_message_type::write_zeroes:
+      return "write zeroes";
+    case storage::io_message_type::allocation_map:
+      return "allocation map";
+    default:
+      return "IO";
+  }
+}
 }  // namespace
 
 using storage::io_message_size;
 using storage::io_message_type;
 using storage::io_message_view;
+using storage::max_allocation_map_size;
 
 // The engine-thread half of a worker. Every member and method belongs to the worker's thread.
 class target_worker::io_path {
@@ -40,7 +59,14 @@ class target_worker::io_path {
            data_->state() == core::context_state::idle;
   }
   worker_stats stats() const noexcept {
-    return {cpu_, operations_, errors_, engine_.hits(), engine_.misses(), refused_messages_};
+    worker_stats st = counts_;
+    st.cpu = cpu_;
+    st.operations = counts_.reads + counts_.writes;
+    st.errors = errors_;
+    st.pe_hits = engine_.hits();
+    st.pe_misses = engine_.misses();
+    st.refused_messages = refused_messages_;
+    return st;
   }
 
  private:
@@ -52,14 +78,25 @@ class target_worker::io_path {
     rdma::write_task* write = nullptr;
     // The two sides of the slot's transfers, held for the whole session: each IO re-points them
     // (core::buffer::reset) instead of taking descriptors from the inventory and returning them.
-    core::buffer* local = nullptr;  // storage side (a window of storage_)
-    core::buffer* peer = nullptr;   // requester side (a window of remote_)
+    core::buffer* local = nullptr;   // storage side (a window of storage_)
+    core::buffer* peer = nullptr;    // requester side (a window of remote_)
+    core::buffer* bitmap = nullptr;  // an allocation map's source (the slot's part of bitmaps_)
   };
 
   slot& slot_of(const core::task_base& t) { return slots_[t.get_user_data().u64]; }
   void on_request(slot& s);
+  bool acceptable(io_message_type type, uint64_t size, uint64_t storage_offset,
+                  uint64_t requester_offset) const noexcept;
   void on_flush(slot& s, uint64_t size);
-  void flushed(const std::vector<uint32_t>& slots, status result);
+  void storage_done(const std::vector<uint32_t>& slots, status result);
+  uint32_t index_of(const slot& s) const noexcept {
+    return static_cast<uint32_t>(&s - slots_.data());
+  }
+  std::span<uint8_t> bitmap_of(const slot& s) const noexcept {
+    return {bitmaps_map_->data() + size_t(index_of(s)) * max_allocation_map_size,
+            max_allocation_map_size};
+  }
+  status submit_allocation_map(slot& s, uint64_t requester_offset, uint32_t size);
   zc::log::level refusal_level() const noexcept;
   void on_receive_failed(slot& s, status result);
   status submit_transfer(slot& s, io_message_type type, uint64_t storage_offset,
@@ -77,15 +114,20 @@ class target_worker::io_path {
   core::memory_map& remote_;
   bool serving_ = false;
   uint32_t in_flight_ = 0;  // requests received and not yet answered
-  uint64_t operations_ = 0;
+  worker_stats counts_;     // the IOs of each type and their bytes
   uint64_t errors_ = 0;
   uint64_t refused_messages_ = 0;
   std::unique_ptr<core::memory_map> messages_map_;  // the slots' 64-byte messages
-  // Three buffers per slot, taken once: its message, its storage side and its requester side.
+  // One allocation map per slot, max_allocation_map_size bytes each: the source of its rdma
+  // write (the storage's memory is no place to build one). Its pages are taken only when a map is
+  // built in them (memfd memory), so many slots that never send a map cost address space only.
+  std::unique_ptr<core::memory_map> bitmaps_map_;
+  // Four buffers per slot, taken once: its message, its storage side, its requester side and
+  // its bitmap.
   core::buffer_inventory inventory_;
   std::vector<slot> slots_;
-  // Backing file only. Its results come back as jobs on this thread, which do nothing once this
-  // io_path is being destroyed (alive_ false): the destructor joins the flusher first.
+  // Its results come back as jobs on this thread, which do nothing once this io_path is being
+  // destroyed (alive_ false): the destructor joins the flusher first.
   std::unique_ptr<target_flusher> flusher_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Declared last, so destroyed first: nothing they hold may outlive the buffers and slots.
@@ -103,7 +145,9 @@ target_worker::io_path::io_path(uint32_t cpu, core::engine_thread& thread,
       remote_(remote),
       messages_map_(core::memory_map::allocate(size_t(transactions) * io_message_size,
                                                core::access::local_read_write)),
-      inventory_(transactions * 3),
+      bitmaps_map_(core::memory_map::allocate(size_t(transactions) * max_allocation_map_size,
+                                              core::access::local_read_write)),
+      inventory_(transactions * 4),
       slots_(transactions),
       control_(std::make_unique<rdma::context>(engine_, device)),
       data_(std::make_unique<rdma::context>(engine_, device)) {
@@ -136,6 +180,9 @@ target_worker::io_path::io_path(uint32_t cpu, core::engine_thread& thread,
                     "storage buffer");
     throw_if_failed(inventory_.get_by_addr(remote_, remote_.data(), remote_.size(), s.peer),
                     "requester buffer");
+    throw_if_failed(inventory_.get_by_addr(*bitmaps_map_, bitmap_of(s).data(),
+                                           max_allocation_map_size, s.bitmap),
+                    "bitmap buffer");
     auto ud = core::make_user_data(i);
     throw_if_failed(control_->allocate(ud, s.receive), "receive task");
     throw_if_failed(control_->allocate(ud, s.send), "send task");
@@ -148,14 +195,13 @@ target_worker::io_path::io_path(uint32_t cpu, core::engine_thread& thread,
   }
   throw_if_failed(control_->start(), "start io_control context");
   throw_if_failed(data_->start(), "start io_data context");
-  if (storage.durable())
-    flusher_ = std::make_unique<target_flusher>(
-        storage,
-        [this, thread = &thread, alive = alive_](std::vector<uint32_t> slots, status result) {
-          thread->post([this, alive, slots = std::move(slots), result] {
-            if (*alive) flushed(slots, result);
-          });
+  flusher_ = std::make_unique<target_flusher>(
+      storage,
+      [this, thread = &thread, alive = alive_](std::vector<uint32_t> slots, status result) {
+        thread->post([this, alive, slots = std::move(slots), result] {
+          if (*alive) storage_done(slots, result);
         });
+      });
 }
 
 target_worker::io_path::~io_path() {
@@ -271,12 +317,7 @@ void target_worker::io_path::on_request(slot& s) {
     on_flush(s, size);
     return;
   }
-  const bool in_storage =
-      size != 0 && storage_offset <= storage_.size() && size <= storage_.size() - storage_offset;
-  const bool in_requester =
-      size != 0 && requester_offset <= remote_.size() && size <= remote_.size() - requester_offset;
-  if ((type != io_message_type::read && type != io_message_type::write) || !in_storage ||
-      !in_requester) {
+  if (!acceptable(type, size, storage_offset, requester_offset)) {
     ::zc::log::print(::zc::log::source::app, refusal_level(),
                      "worker {}: IO refused: type {} size {} storage offset {} requester offset {}",
                      cpu_, static_cast<uint32_t>(type), size, storage_offset, requester_offset);
@@ -284,23 +325,53 @@ void target_worker::io_path::on_request(slot& s) {
     respond(s, status::invalid_value);
     return;
   }
+  // Discard and write zeroes change the storage as a write does: the write faults apply.
+  const bool writes = type == io_message_type::write || type == io_message_type::discard ||
+                      type == io_message_type::write_zeroes;
+  const char* kind = writes ? "write" : "read";
   if (!store_.answer_io()) {
     // Fault injection (--drop-ios-after): the IO is never answered and its slot never posted
     // again; nothing is in flight for it, so the session still ends in its own time.
     --in_flight_;
     ::zc::log::print(::zc::log::source::app, refusal_level(),
                      "worker {}: {} left unanswered (fault injection: --drop-ios-after)", cpu_,
-                     type == io_message_type::write ? "write" : "read");
+                     io_name(type));
     return;
   }
-  if (type == io_message_type::write ? !store_.admit_write() : !store_.admit_read()) {
+  if (type != io_message_type::allocation_map &&
+      (writes ? !store_.admit_write() : !store_.admit_read())) {
     ::zc::log::print(::zc::log::source::app, refusal_level(),
                      "worker {}: {} refused (fault injection: --fail-{}s-after)", cpu_,
-                     type == io_message_type::write ? "write" : "read",
-                     type == io_message_type::write ? "write" : "read");
+                     io_name(type), kind);
     ++errors_;
     respond(s, status::io_failed);
     return;
+  }
+  switch (type) {
+    case io_message_type::discard:
+    case io_message_type::write_zeroes:
+      // A memset or hole punch of a large range takes long (a GiB of memory is ~100 ms): the
+      // flusher thread does it, and the slot stays in flight until storage_done().
+      flusher_->request_deallocate(index_of(s), storage_offset, size);
+      return;
+    case io_message_type::allocation_map:
+      // Searching a file of many extents takes many lseeks: the flusher thread builds the bitmap
+      // in the slot's own area, and storage_done() sends it.
+      flusher_->request_allocation_map(index_of(s), storage_offset / store_.block_size(),
+                                       bitmap_of(s).first(size));
+      return;
+    default:
+      break;
+  }
+  // A write into a hole of a backing file allocates it first (a SIGBUS otherwise when the file
+  // system is full). Inline: a fallocate of one IO's blocks is one short syscall, and only a
+  // write into a block that was discarded, or a hole of the file at start, pays it, once.
+  if (type == io_message_type::write) {
+    if (const status r = store_.prepare_write(storage_offset, size); !ok(r)) {
+      ++errors_;
+      respond(s, r);
+      return;
+    }
   }
   const status r =
       submit_transfer(s, type, storage_offset, requester_offset, static_cast<uint32_t>(size));
@@ -311,6 +382,33 @@ void target_worker::io_path::on_request(slot& s) {
     ZC_LOG_ERROR("worker {}: cannot submit the transfer: {}", cpu_, status_name(r));
     ++errors_;
     respond(s, r);
+  }
+}
+
+// The rules of DESIGN §2 and FORMATS §3 for each type but flush: a read or write lies inside the
+// storage and the requester's region; a discard or write zeroes is whole blocks inside the storage
+// (requester_offset is not looked at); an allocation map starts at a block inside the storage, is
+// at most max_allocation_map_size bytes, and lies inside the requester's region.
+bool target_worker::io_path::acceptable(io_message_type type, uint64_t size,
+                                        uint64_t storage_offset,
+                                        uint64_t requester_offset) const noexcept {
+  const uint64_t block = store_.block_size();
+  const bool in_storage =
+      size != 0 && storage_offset <= storage_.size() && size <= storage_.size() - storage_offset;
+  const bool in_requester =
+      size != 0 && requester_offset <= remote_.size() && size <= remote_.size() - requester_offset;
+  switch (type) {
+    case io_message_type::read:
+    case io_message_type::write:
+      return in_storage && in_requester;
+    case io_message_type::discard:
+    case io_message_type::write_zeroes:
+      return in_storage && storage_offset % block == 0 && size % block == 0;
+    case io_message_type::allocation_map:
+      return in_requester && size <= max_allocation_map_size && storage_offset % block == 0 &&
+             storage_offset < storage_.size();
+    default:
+      return false;
   }
 }
 
@@ -326,18 +424,49 @@ void target_worker::io_path::on_flush(slot& s, uint64_t size) {
     respond(s, status::invalid_value);
     return;
   }
-  if (!flusher_) {  // memory: volatile by design, nothing to sync
+  if (!store_.durable()) {  // memory: volatile by design, nothing to sync
     respond(s, status::success);
     return;
   }
-  flusher_->request(static_cast<uint32_t>(&s - slots_.data()));
+  flusher_->request(index_of(s));
 }
 
-void target_worker::io_path::flushed(const std::vector<uint32_t>& slots, status result) {
+// The flusher's answer for these slots: a flush, discard or write zeroes is done; an allocation
+// map is built and goes to the requester now.
+void target_worker::io_path::storage_done(const std::vector<uint32_t>& slots, status result) {
   for (uint32_t i : slots) {
-    if (!ok(result)) ++errors_;
-    respond(slots_[i], result);
+    slot& s = slots_[i];
+    io_message_view msg(s.message->head());
+    const io_message_type type = msg.type();
+    if (!ok(result)) {
+      ++errors_;
+      respond(s, result);
+      continue;
+    }
+    if (type == io_message_type::allocation_map) {
+      if (const status r = submit_allocation_map(s, msg.requester_offset(), msg.io_size());
+          !ok(r)) {
+        ZC_LOG_ERROR("worker {}: cannot submit the allocation map: {}", cpu_, status_name(r));
+        ++errors_;
+        respond(s, r);
+      }
+      continue;
+    }
+    if (type == io_message_type::discard) ++counts_.discards;
+    if (type == io_message_type::write_zeroes) ++counts_.write_zeroes;
+    respond(s, result);
   }
+}
+
+// The slot's bitmap (built by the flusher) -> the requester: an rdma write, like a read's.
+status target_worker::io_path::submit_allocation_map(slot& s, uint64_t requester_offset,
+                                                     uint32_t size) {
+  status r = s.bitmap->reset(bitmap_of(s).data(), size);
+  if (ok(r)) r = s.peer->reset(remote_.data() + requester_offset, size);
+  if (!ok(r)) return r;
+  s.bitmap->append(size);
+  s.write->set(*s.bitmap, *s.peer);
+  return data_->submit(*s.write);
 }
 
 // Both transfers land after the destination's data section (DOCA's rdma read and write
@@ -354,6 +483,7 @@ status target_worker::io_path::submit_transfer(slot& s, io_message_type type,
   if (!ok(r)) return r;
   if (type == io_message_type::read) {  // storage -> requester: rdma write
     s.local->append(size);
+    s.write->set(*s.local, *s.peer);  // an allocation map may have pointed it at the bitmap
     return data_->submit(*s.write);
   }
   s.peer->append(size);  // requester -> storage: rdma read
@@ -362,7 +492,20 @@ status target_worker::io_path::submit_transfer(slot& s, io_message_type type,
 
 void target_worker::io_path::on_transfer_done(slot& s, status result) {
   if (ok(result)) {
-    ++operations_;
+    io_message_view msg(s.message->head());
+    switch (msg.type()) {
+      case io_message_type::read:
+        ++counts_.reads;
+        counts_.read_bytes += msg.io_size();
+        break;
+      case io_message_type::write:
+        ++counts_.writes;
+        counts_.written_bytes += msg.io_size();
+        break;
+      default:
+        ++counts_.allocation_maps;
+        break;
+    }
   } else {
     ZC_LOG_ERROR("worker {}: transfer failed: {}", cpu_, status_name(result));
     ++errors_;

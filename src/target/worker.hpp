@@ -2,12 +2,15 @@
 // contexts of one service worker (io_control: IO messages in and responses out; io_data: the
 // reads and writes against the requester's memory). Each IO is a small state machine on a
 // transaction slot: receive -> check -> transfer -> respond -> receive again. A flush skips the
-// transfer: the worker's flusher thread syncs the storage, and the worker responds.
+// transfer: the worker's flusher thread syncs the storage, and the worker responds. A discard or
+// write zeroes (DESIGN §2 types 4, 5) moves no data either: the flusher thread deallocates the
+// range and the worker responds. An allocation map (type 6) is computed by the flusher thread
+// into the slot's bitmap, which the worker then rdma-writes to the requester.
 // Thread rules: the public methods are for the control thread; they run their work on the
 // worker's own thread and wait for it with a bound. Everything attached to the worker's engine
 // is built, used and destroyed on that thread only, even when a wait gives up.
-// A worker on a backing file also has a flusher thread (target_flusher), which only syncs the
-// storage and posts the results to the worker's thread.
+// A worker also has a flusher thread (target_flusher), which only does those storage calls and
+// posts the results to the worker's thread.
 #pragma once
 
 #include <chrono>
@@ -27,11 +30,19 @@ namespace zc::target {
 
 struct worker_stats {
   uint32_t cpu = 0;
-  uint64_t operations = 0;  // transfers that completed (a flush is none)
+  uint64_t operations = 0;  // reads and writes that completed (no other type counts)
   uint64_t errors = 0;      // failed transfers and flushes, refused IOs and messages, failed sends
   uint64_t pe_hits = 0;
   uint64_t pe_misses = 0;
   uint64_t refused_messages = 0;  // messages that did not fit a receive slot (among the errors)
+  // The IOs of each type answered SUCCESS, and the bytes the reads and writes moved.
+  uint64_t reads = 0;
+  uint64_t writes = 0;
+  uint64_t read_bytes = 0;
+  uint64_t written_bytes = 0;
+  uint64_t discards = 0;
+  uint64_t write_zeroes = 0;
+  uint64_t allocation_maps = 0;
 };
 
 // How long the control thread waits for a worker.

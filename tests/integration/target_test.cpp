@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1141,8 +1142,8 @@ TEST_P(target_session, flush_on_a_volatile_target_succeeds_and_bad_flushes_are_r
     run_ios(w,
             {{flush_op, 4, 4096, 0, 0},  // a flush moves no data: io_size must be 0
              {flush_op, 5, 1, 0, 0},
-             {4, 6, 0, 0, 0},  // types past flush are unknown
-             {4, 7, 4096, 0, 0}},
+             {4, 6, 0, 0, 0},      // a discard of nothing
+             {7, 7, 4096, 0, 0}},  // types past allocation map are unknown
             status::invalid_value);
     d.stop();
     d.shutdown();
@@ -1360,12 +1361,14 @@ TEST(target_process, an_existing_backing_file_decides_the_block_count) {
   }
 }
 
-// A write into a hole of a shared mapping on a full file system is a SIGBUS: the target
-// allocates every block of its file at start instead (created or reopened sparse).
-TEST(target_process, a_sparse_backing_file_is_allocated_at_start) {
+// A reopened sparse file keeps its holes (a trim must not be undone by a restart), and a write
+// into one is served: the target allocates the blocks first (on a full file system that write
+// would fail IO_FAILED rather than kill the target with SIGBUS).
+TEST(target_process, a_sparse_backing_file_keeps_its_holes_and_takes_writes_into_them) {
   temp_dir dir;
   const fs::path file = dir / "store";
-  constexpr off_t size = 64 * 4096;
+  constexpr uint32_t block = 4096;
+  constexpr off_t size = 64 * block;
   { std::ofstream create(file); }
   ASSERT_EQ(::truncate(file.c_str(), size), 0);
   auto allocated = [&] {
@@ -1373,10 +1376,337 @@ TEST(target_process, a_sparse_backing_file_is_allocated_at_start) {
     return ::stat(file.c_str(), &st) == 0 ? uint64_t(st.st_blocks) * 512 : 0;
   };
   ASSERT_LT(allocated(), uint64_t(size)) << "the file system made no hole: nothing to check";
-  target t({"tcp", 1, backing(file)});
+  target t({"tcp", 1, backing(file, {"--keep-serving"})});
   ASSERT_TRUE(t.listening()) << t.output();
-  EXPECT_GE(allocated(), uint64_t(size));
+  EXPECT_LT(allocated(), uint64_t(size)) << "the holes were filled at start";
+  {
+    service_driver d(t.port(), on("tcp"));
+    d.open_session(16, 1, 64 * 1024);
+    uint64_t ud = 1, ios = 0;
+    std::vector<uint8_t> expected(size, 0);
+    const auto a = pattern(2 * block, 41);
+    write_range(d, d.worker(0), 3 * block, a, 0, block, ud, ios);
+    std::memcpy(expected.data() + 3 * block, a.data(), a.size());
+    read_and_check(d, d.worker(0), 0, 16 * block, 0, expected, 4 * block, ud, ios);
+    d.stop();
+    d.shutdown();
+  }
+  EXPECT_LT(allocated(), uint64_t(size));
   ctrl_c(t);
+}
+
+// ---- discard (4), write zeroes (5), allocation map (6): DESIGN §2, FORMATS §2.1
+
+constexpr uint32_t discard_op = static_cast<uint32_t>(io_message_type::discard);
+constexpr uint32_t zeroes_op = static_cast<uint32_t>(io_message_type::write_zeroes);
+constexpr uint32_t map_op = static_cast<uint32_t>(io_message_type::allocation_map);
+
+// The "target core N: ..." line of the output for core 0 ("" when there is none).
+std::string core_line(const std::string& output) {
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("target core 0: ", 0) == 0) return line;
+  return "";
+}
+
+// Memory target: a discarded or zeroed block reads back as zeros and leaves the allocation map;
+// the blocks around it keep their data; bits past the end of the storage are 0.
+TEST_P(target_session, discard_and_write_zeroes_read_back_zeros_and_clear_the_map) {
+  constexpr uint32_t block = 4096;
+  target t(options(1, {"--block-size", "4096", "--block-count", "16"}));
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * 1024);
+    driver_worker& w = d.worker(0);
+    uint64_t ud = 1, ios = 0;
+    std::vector<uint8_t> expected(16 * block, 0);
+    const auto data = pattern(8 * block, 51);
+    write_range(d, w, 0, data, 0, block, ud, ios);
+    std::memcpy(expected.data(), data.data(), data.size());
+    // requester_offset is not looked at: no data moves.
+    run_ios(w, {{discard_op, ud++, 2 * block, 12345, 2 * block},
+                {zeroes_op, ud++, block, 0, 5 * block}});
+    std::memset(expected.data() + 2 * block, 0, 2 * block);
+    std::memset(expected.data() + 5 * block, 0, block);
+    read_and_check(d, w, 0, 8 * block, 0, expected, 8 * block, ud, ios);
+    // Blocks 0, 1, 4, 6, 7 hold data: 0b11010011. Written at the requester offset, nothing else.
+    uint8_t* region = d.region_data();
+    std::memset(region + 60 * 1024, 0xA5, 8);
+    run_ios(w, {{map_op, ud++, 2, 60 * 1024 + 1, 0}});
+    EXPECT_EQ(std::vector<uint8_t>(region + 60 * 1024, region + 60 * 1024 + 4),
+              (std::vector<uint8_t>{0xA5, 0xD3, 0x00, 0xA5}));
+    // 32 blocks from block 4 (16 past the end): blocks 4, 6, 7 -> 0b1101, the rest 0.
+    run_ios(w, {{map_op, ud++, 4, 60 * 1024, 4 * block}});
+    EXPECT_EQ(std::vector<uint8_t>(region + 60 * 1024, region + 60 * 1024 + 5),
+              (std::vector<uint8_t>{0x0D, 0x00, 0x00, 0x00, 0xA5}));
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+  EXPECT_EQ(core_line(t.output()),
+            "target core 0: reads 1 (32768 bytes), writes 8 (32768 bytes), discards 1, write "
+            "zeroes 1, allocation maps 2")
+      << t.output();
+}
+
+// Each rule of DESIGN §2 for types 4 to 6 refuses with INVALID_VALUE, moves nothing, and the
+// session goes on.
+TEST_P(target_session, bad_discards_zeroes_and_maps_are_refused_and_the_session_goes_on) {
+  constexpr uint32_t block = 4096, blocks = 16;
+  target t(options(1, {"--block-size", "4096", "--block-count", "16"}));
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * 1024);
+    driver_worker& w = d.worker(0);
+    uint64_t ud = 1, ios = 0;
+    const auto data = pattern(blocks * block, 61);
+    write_range(d, w, 0, data, 0, 8 * block, ud, ios);
+    std::memset(d.region_data(), 0xA5, 64 * 1024);
+    run_ios(w,
+            {{discard_op, ud++, block, 0, 100},             // misaligned offset
+             {zeroes_op, ud++, 1000, 0, 0},                 // not whole blocks
+             {discard_op, ud++, 0, 0, 0},                   // zero size
+             {zeroes_op, ud++, 0, 0, 0},                    // zero size
+             {zeroes_op, ud++, block, 0, blocks * block},   // past the end
+             {discard_op, ud++, 2 * block, 0, 15 * block},  // across the end
+             {map_op, ud++, 4097, 0, 0},                    // bitmap too large
+             {map_op, ud++, 0, 0, 0},                       // zero size
+             {map_op, ud++, 2, 64 * 1024 - 1, 0},           // outside the requester region
+             {map_op, ud++, 2, 0, 100},                     // misaligned first block
+             {map_op, ud++, 2, 0, blocks * block}},         // first block past the end
+            status::invalid_value);
+    // Nothing moved: the region is untouched and the storage is as written.
+    EXPECT_TRUE(std::all_of(d.region_data(), d.region_data() + 64 * 1024,
+                            [](uint8_t b) { return b == 0xA5; }));
+    read_and_check(d, w, 0, blocks * block, 0, data, 8 * block, ud, ios);
+    // The largest map is taken (32768 blocks, of which these 16 exist and hold data).
+    run_ios(w, {{map_op, ud++, 4096, 0, 0}});
+    EXPECT_EQ(d.region_data()[0], 0xFF);
+    EXPECT_EQ(d.region_data()[1], 0xFF);
+    EXPECT_TRUE(
+        std::all_of(d.region_data() + 2, d.region_data() + 4096, [](uint8_t b) { return b == 0; }));
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(1)) << t.output();
+  EXPECT_NE(t.output().find("11 errors"), std::string::npos) << t.output();
+}
+
+// --fail-writes-after counts discards and write zeroes as writes (they change the storage); an
+// allocation map is no write.
+TEST_P(target_session, fault_injection_counts_discards_and_write_zeroes_as_writes) {
+  constexpr uint32_t block = 4096;
+  target t(options(1, {"--block-count", "16", "--fail-writes-after", "2"}));
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * 1024);
+    driver_worker& w = d.worker(0);
+    const auto data = pattern(4 * block, 91);
+    std::memcpy(d.region_data(), data.data(), data.size());
+    run_ios(w, {{write_op, 1, 4 * block, 0, 0}});
+    run_ios(w, {{discard_op, 2, block, 0, 0}});
+    // The first refusal is the one logged at warning level.
+    run_ios(w, {{zeroes_op, 3, block, 0, block}}, status::io_failed);
+    run_ios(w, {{write_op, 4, block, 0, 0}}, status::io_failed);
+    run_ios(w, {{map_op, 5, 2, 60 * 1024, 0}});
+    EXPECT_EQ(d.region_data()[60 * 1024], 0x0E);  // block 0 discarded, 1 to 3 written
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(1)) << t.output();
+  EXPECT_NE(t.output().find("write zeroes refused (fault injection: --fail-writes-after)"),
+            std::string::npos)
+      << t.output();
+}
+
+// The blocks of `file` (of `block` bytes, `count` of them) that hold any data byte, as
+// SEEK_DATA / SEEK_HOLE see them: what the target's allocation map must say, whatever the file
+// system's allocation granularity.
+std::vector<bool> data_blocks(const fs::path& file, uint32_t block, uint64_t count) {
+  std::vector<bool> out(count, false);
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open " + file.string());
+  const off_t end = off_t(block) * off_t(count);
+  for (off_t at = 0; at < end;) {
+    const off_t data = ::lseek(fd, at, SEEK_DATA);
+    if (data < 0 || data >= end) break;
+    const off_t hole = std::min(::lseek(fd, data, SEEK_HOLE), end);
+    for (off_t b = data / block; b * block < hole; ++b) out[size_t(b)] = true;
+    at = hole;
+  }
+  ::close(fd);
+  return out;
+}
+
+std::vector<bool> bits_of(const uint8_t* bitmap, uint64_t count) {
+  std::vector<bool> out(count);
+  for (uint64_t i = 0; i < count; ++i) out[i] = (bitmap[i / 8] >> (i % 8)) & 1;
+  return out;
+}
+
+uint64_t allocated_bytes(const fs::path& file) {
+  struct stat st {};
+  return ::stat(file.c_str(), &st) == 0 ? uint64_t(st.st_blocks) * 512 : 0;
+}
+
+bool is_hole_at(const fs::path& file, off_t offset) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool hole = ::lseek(fd, offset, SEEK_HOLE) == offset;
+  ::close(fd);
+  return hole;
+}
+
+// Backing file: the map shows the written blocks; a discard punches a hole (blocks freed, zeros
+// read back); a write into the hole reads back byte for byte; a restart keeps the hole.
+TEST_P(target_session, a_backing_file_punches_holes_maps_its_data_and_keeps_holes_on_restart) {
+  const fs::path file = dir_ / "store";
+  constexpr uint32_t block = 4096, blocks = 16384;  // 64 MiB
+  constexpr uint64_t mib = 1024 * 1024, written_at = 8 * mib, window = 4 * mib;
+  constexpr uint64_t hole_at = 9 * mib, refill = 256 * 1024;
+  constexpr uint64_t map_at = window;  // in the region, after the data window
+  constexpr uint32_t map_bytes = blocks / 8;
+  std::vector<uint8_t> expected(uint64_t(block) * blocks, 0);
+  uint8_t* region = nullptr;
+  auto map_matches_the_file = [&](service_driver& d, uint64_t& ud) {
+    std::memset(region + map_at, 0xA5, map_bytes);
+    run_ios(d.worker(0), {{map_op, ud++, map_bytes, map_at, 0}});
+    const auto seen = data_blocks(file, block, blocks);
+    EXPECT_EQ(bits_of(region + map_at, blocks), seen);
+    // Every block with data in it is in the map, whatever else the file system holds.
+    uint64_t missing = 0;
+    for (uint64_t b = 0; b < blocks; ++b)
+      if (!seen[b] && std::any_of(expected.begin() + b * block, expected.begin() + (b + 1) * block,
+                                  [](uint8_t x) { return x != 0; }))
+        ++missing;
+    EXPECT_EQ(missing, 0u) << "blocks with data that are not mapped";
+    return seen;
+  };
+  {
+    target t(options(1, backing(file, {"--block-size", "4096", "--block-count", "16384"})));
+    ASSERT_TRUE(t.listening()) << t.output();
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, window + map_bytes);
+    region = d.region_data();
+    uint64_t ud = 1, ios = 0;
+    const auto data = pattern(window, 71);
+    write_range(d, d.worker(0), written_at, data, 0, 256 * 1024, ud, ios);
+    std::memcpy(expected.data() + written_at, data.data(), data.size());
+    run_ios(d.worker(0), {{flush_op, ud++, 0, 0, 0}});
+    const auto seen = map_matches_the_file(d, ud);
+    const auto mapped = uint64_t(std::count(seen.begin(), seen.end(), true));
+    if (mapped != window / block)
+      std::cerr << "note: the file system maps " << mapped << " blocks for " << window / block
+                << " written\n";
+
+    const uint64_t before = allocated_bytes(file);
+    run_ios(d.worker(0), {{discard_op, ud++, uint32_t(mib), 0, hole_at}});
+    std::memset(expected.data() + hole_at, 0, mib);
+    EXPECT_LT(allocated_bytes(file), before) << "no block was freed";
+    EXPECT_TRUE(is_hole_at(file, hole_at));
+    map_matches_the_file(d, ud);
+    read_and_check(d, d.worker(0), written_at, window, 0, expected, 256 * 1024, ud, ios);
+
+    // Into the hole: allocated again first, then written.
+    const auto again = pattern(refill, 72);
+    write_range(d, d.worker(0), hole_at, again, 0, 64 * 1024, ud, ios);
+    std::memcpy(expected.data() + hole_at, again.data(), again.size());
+    read_and_check(d, d.worker(0), written_at, window, 0, expected, 256 * 1024, ud, ios);
+    run_ios(d.worker(0), {{flush_op, ud++, 0, 0, 0}});
+    map_matches_the_file(d, ud);
+    d.stop();
+    d.shutdown();
+    ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+    EXPECT_NE(core_line(t.output()).find("discards 1, write zeroes 0, allocation maps 3"),
+              std::string::npos)
+        << t.output();
+  }
+  EXPECT_TRUE(is_hole_at(file, hole_at + refill));
+  const uint64_t at_stop = allocated_bytes(file);
+  target t(options(1, backing(file)));
+  ASSERT_TRUE(t.listening()) << t.output();
+  EXPECT_EQ(allocated_bytes(file), at_stop) << "the file's holes were filled at start";
+  EXPECT_TRUE(is_hole_at(file, hole_at + refill));
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, window + map_bytes);
+    region = d.region_data();
+    uint64_t ud = 1, ios = 0;
+    const auto seen = map_matches_the_file(d, ud);
+    for (uint64_t b = (hole_at + refill) / block; b < (hole_at + mib) / block; ++b)
+      ASSERT_FALSE(seen[b]) << "block " << b << " of the hole is mapped after the restart";
+    read_and_check(d, d.worker(0), written_at, window, 0, expected, 256 * 1024, ud, ios);
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(0)) << t.output();
+}
+
+// A small tmpfs of its own, unmounted at the end; nullopt where this process may not mount
+// (not root, or no CAP_SYS_ADMIN).
+class small_file_system {
+ public:
+  small_file_system(const fs::path& where, const std::string& size) : path_(where) {
+    fs::create_directories(where);
+    mounted_ = ::mount("tmpfs", where.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+                       ("size=" + size).c_str()) == 0;
+  }
+  ~small_file_system() {
+    if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  // Writes `file` until the file system is full.
+  void fill(const fs::path& file) const {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    std::vector<uint8_t> chunk(4096, 1);
+    while (fd >= 0 && ::write(fd, chunk.data(), chunk.size()) == ssize_t(chunk.size())) {
+    }
+    if (fd >= 0) ::close(fd);
+  }
+
+ private:
+  fs::path path_;
+  bool mounted_ = false;
+};
+
+// The write into a punched hole on a full file system: answered IO_FAILED, with a log line,
+// instead of the target dying of SIGBUS when the write lands in the mapping; the target goes on,
+// and the same write succeeds once there is room.
+TEST_P(target_session, a_write_into_a_hole_on_a_full_file_system_fails_io_failed_not_sigbus) {
+  small_file_system small(dir_ / "small", "512k");
+  if (!small.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
+  const fs::path file = dir_ / "small" / "store";
+  constexpr uint32_t block = 4096;
+  target t(options(1, backing(file, {"--block-size", "4096", "--block-count", "64"})));
+  ASSERT_TRUE(t.listening()) << t.output();
+  {
+    service_driver d(t.port(), on(GetParam()));
+    d.open_session(16, 1, 64 * block);
+    driver_worker& w = d.worker(0);
+    uint64_t ud = 1, ios = 0;
+    std::vector<uint8_t> expected(64 * block, 0);
+    run_ios(w, {{discard_op, ud++, 32 * block, 0, 0}});
+    small.fill(dir_ / "small" / "filler");
+    const auto a = pattern(block, 81);
+    std::memcpy(d.region_data(), a.data(), block);
+    run_ios(w, {{write_op, ud++, block, 0, 3 * block}}, status::io_failed);
+    EXPECT_TRUE(t.wait_occurrences("write refused: cannot allocate", 1)) << t.output();
+    // Outside the hole the blocks are there: that write is served. (Only those are read while
+    // the file system is full: on tmpfs even a read of a hole through the mapping takes a page.)
+    write_range(d, w, 40 * block, a, 0, block, ud, ios);
+    std::memcpy(expected.data() + 40 * block, a.data(), block);
+    read_and_check(d, w, 32 * block, 32 * block, 0, expected, 16 * block, ud, ios);
+    fs::remove(dir_ / "small" / "filler");
+    write_range(d, w, 3 * block, a, 0, block, ud, ios);
+    std::memcpy(expected.data() + 3 * block, a.data(), block);
+    read_and_check(d, w, 0, 64 * block, 0, expected, 16 * block, ud, ios);
+    d.stop();
+    d.shutdown();
+  }
+  ASSERT_EQ(t.wait_exit(), std::optional<int>(1)) << t.output();  // the refused write
 }
 
 TEST(target_process, backing_file_errors_give_one_clear_line) {

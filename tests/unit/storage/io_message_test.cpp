@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "unit/storage/hex.hpp"
 
@@ -83,6 +86,50 @@ TEST(io_message, unknown_types_and_results_read_back_raw) {
   EXPECT_FALSE(m.is_known_type());
   EXPECT_EQ(static_cast<uint32_t>(m.type()), 9u);
   EXPECT_EQ(static_cast<uint32_t>(m.result()), 99u);
+}
+
+// The first ```hex block after "<!-- example: NAME -->" in docs/FORMATS.md.
+std::vector<uint8_t> formats_example(const std::string& name) {
+  std::ifstream in(std::string(ZC_SOURCE_DIR) + "/docs/FORMATS.md");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const size_t marker = doc.find("<!-- example: " + name + " -->");
+  const size_t open = doc.find("```hex", marker);
+  const size_t start = doc.find('\n', open);
+  const size_t close = doc.find("```", start);
+  if (marker == std::string::npos || open == std::string::npos || close == std::string::npos) {
+    ADD_FAILURE() << "docs/FORMATS.md has no hex example " << name;
+    return {};
+  }
+  return hex(std::string_view(doc).substr(start, close - start));
+}
+
+std::vector<uint8_t> request(io_message_type type, uint64_t user_data, uint32_t io_size,
+                             uint64_t requester_offset, uint64_t storage_offset) {
+  std::array<uint8_t, io_message_size> buf{};
+  io_message_view m{buf};
+  m.set_type(type);
+  m.set_user_data(user_data);
+  m.set_io_size(io_size);
+  m.set_requester_offset(requester_offset);
+  m.set_storage_offset(storage_offset);
+  return {buf.begin(), buf.end()};
+}
+
+// FORMATS §2.1: the worked examples of types 4 to 6, byte for byte.
+TEST(io_message, discard_zeroes_and_map_examples_of_the_formats_doc) {
+  EXPECT_EQ(formats_example("io_message_discard_request"),
+            request(io_message_type::discard, 9, 0x2000, 0, 0x2000));
+  EXPECT_EQ(formats_example("io_message_write_zeroes_request"),
+            request(io_message_type::write_zeroes, 10, 0x1000, 0, 0x5000));
+  EXPECT_EQ(formats_example("io_message_allocation_map_request"),
+            request(io_message_type::allocation_map, 11, 2, 0xF000, 0));
+  // Blocks 0, 1, 4, 6, 7 of 16: bit i is byte i / 8, bit i % 8, least significant first.
+  std::vector<uint8_t> bitmap(2, 0);
+  for (unsigned block : {0u, 1u, 4u, 6u, 7u}) bitmap[block / 8] |= uint8_t(1u << (block % 8));
+  EXPECT_EQ(formats_example("allocation_map_bitmap"), bitmap);
+  EXPECT_EQ(max_allocation_map_size, 4096u);
 }
 
 TEST(io_message, zcstore_types_are_known_and_the_next_value_is_not) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -95,6 +96,30 @@ TEST(target_flusher, requests_queued_at_destruction_are_answered_first) {
     for (uint32_t t = 0; t < 10; ++t) flusher.request(t);
   }
   EXPECT_EQ(got.count(), 10u);
+}
+
+// Deallocations and maps run on the flusher's thread, each answered with its own token and
+// result: a memory target's range is zeroed and leaves the map, the blocks around it stay.
+TEST(target_flusher, deallocations_and_maps_are_done_and_answered_one_by_one) {
+  auto storage = target_storage::in_memory(8 * 4096, 4096);
+  ASSERT_EQ(storage->prepare_write(0, 8 * 4096), status::success);
+  std::memset(storage->map().data(), 0x5A, 8 * 4096);
+  std::array<uint8_t, 2> bitmap{0xEE, 0xEE};
+  answers got;
+  {
+    target_flusher flusher(*storage, got.done());
+    flusher.request_deallocate(7, 2 * 4096, 3 * 4096);
+    flusher.request_allocation_map(8, 0, bitmap);
+  }
+  ASSERT_EQ(got.count(), 2u);
+  EXPECT_EQ(got.tokens, (std::vector<uint32_t>{7, 8}));
+  EXPECT_EQ(got.results, (std::vector<status>{status::success, status::success}));
+  const uint8_t* p = storage->map().data();
+  EXPECT_TRUE(std::all_of(p, p + 2 * 4096, [](uint8_t b) { return b == 0x5A; }));
+  EXPECT_TRUE(std::all_of(p + 2 * 4096, p + 5 * 4096, [](uint8_t b) { return b == 0; }));
+  EXPECT_TRUE(std::all_of(p + 5 * 4096, p + 8 * 4096, [](uint8_t b) { return b == 0x5A; }));
+  // Blocks 0, 1, 5, 6, 7; blocks 8 to 15 do not exist.
+  EXPECT_EQ(bitmap, (std::array<uint8_t, 2>{0xE3, 0x00}));
 }
 
 TEST(target_storage, memory_flush_succeeds_at_once) {
