@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -724,6 +725,26 @@ TEST_F(nbd_pipeline, sparse_requests_reach_a_memory_target_and_the_map_shows_the
   EXPECT_TRUE(zeros(65 * mib, 66 * mib));
   EXPECT_TRUE(std::equal(data.begin() + 2 * mib, data.begin() + 3 * mib, out.begin() + 66 * mib));
   EXPECT_TRUE(zeros(67 * mib, disk));
+
+  // What crossed the wire: the 4 MiB written, the 2 MiB still allocated that nbdcopy read and the
+  // 1 MiB the test read back, not the 256 MiB of the export; one discard and one zeroing.
+  nbd->signal(SIGTERM);
+  ASSERT_EQ(nbd->wait(start_timeout), std::optional<int>(0)) << output(p);
+  ASSERT_EQ(p.target->wait(start_timeout), std::optional<int>(0)) << output(p);
+  const std::string& log = p.target->output();
+  const auto at = log.find("target core");
+  ASSERT_NE(at, std::string::npos) << log;
+  uint64_t core = 0, reads = 0, read_bytes = 0, writes = 0, written = 0, discards = 0, zeroes = 0;
+  ASSERT_EQ(std::sscanf(log.c_str() + at,
+                        "target core %lu: reads %lu (%lu bytes), writes %lu (%lu bytes), discards "
+                        "%lu, write zeroes %lu",
+                        &core, &reads, &read_bytes, &writes, &written, &discards, &zeroes),
+            7)
+      << log;
+  EXPECT_EQ(written, 4 * mib) << log;
+  EXPECT_LE(read_bytes, 4 * mib) << log;
+  EXPECT_EQ(discards, 1u) << log;
+  EXPECT_EQ(zeroes, 1u) << log;
 }
 
 // TRIM on a --backing-file target punches a hole in the file: its blocks are freed (SEEK_HOLE
