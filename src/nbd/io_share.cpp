@@ -108,7 +108,7 @@ void server::submit_write(connection& c, uint32_t index) {
   retry_lock_waiting();
 }
 
-void server::read_held_blocks(connection& c, uint32_t index) {
+void server::take_blocks(connection& c, uint32_t index) {
   c.requests[index].at = request::stage::want_lock;
   lock_waiting_.emplace_back(&c, index);
   retry_lock_waiting();  // at once when its blocks are free and no earlier waiter wants them
@@ -136,15 +136,16 @@ void server::retry_lock_waiting() {
     auto [c, index] = *it;
     request& r = c->requests[index];
     const block_range want = blocks_of(r.x->offset, io_bytes(*r.x), block);
-    const bool go = !taken(want) && !held_by_another(want, r) &&
-                    (!r.rmw_reading || !write_in_flight_over(want));
+    const bool takes = r.rmw_reading || r.exclusive;
+    const bool go =
+        !taken(want) && !held_by_another(want, r) && (!takes || !write_in_flight_over(want));
     if (!go) {
       reserved.push_back(want);
       ++it;
       continue;
     }
     it = lock_waiting_.erase(it);
-    if (r.rmw_reading) {
+    if (takes) {
       locked_.emplace_back(want, &r);
       r.locked = true;
     }

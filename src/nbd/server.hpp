@@ -150,15 +150,16 @@ class server {
   void submit_io(connection& c, uint32_t index);
   void retry_waiting();
   bool serve_wants(connection& c);
-  // IO memory and backend slots, shared among the connections (see server.cpp).
+  // IO memory and backend slots, shared among the connections (see io_share.cpp).
   bool within_share(const connection& c, uint32_t length) const noexcept;
   io* take_io(connection& c, uint32_t length);
   void recount(connection& c) noexcept;
   // Read-modify-write of a request not aligned to the storage's block: its partial edge blocks
   // are held by one such request at a time (two of them in one block would lose an update).
   // A read-modify-write whose io is ready joins lock_waiting_; its read is submitted once it holds
-  // the io's blocks: at once when they are free and no earlier waiter wants one.
-  void read_held_blocks(connection& c, uint32_t index);
+  // the io's blocks: at once when they are free, no earlier waiter wants one and no write to them
+  // is with the backend. A discard or a zeroing by the storage takes its blocks the same way.
+  void take_blocks(connection& c, uint32_t index);
   // A write ready to go out (its payload in, a WRITE_ZEROES chunk, an unaligned write's
   // write-back): submitted, or held in lock_waiting_ while another request holds one of its blocks.
   void submit_write(connection& c, uint32_t index);

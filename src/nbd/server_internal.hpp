@@ -132,7 +132,11 @@ struct server::request {
   // blocks around it (a WRITE reads them first, then writes them back with its bytes in).
   bool rmw = false;
   bool rmw_reading = false;  // the blocks around a WRITE, or a WRITE_ZEROES' edge, being read
-  bool locked = false;       // holds the blocks it writes, in locked_
+  // A discard or a zeroing by the storage: it takes its blocks as a read-modify-write does, so
+  // that no write to them is in flight beside it (a hole punched under a write landing in the
+  // target's mapping could cost the target a SIGBUS on a full file system).
+  bool exclusive = false;
+  bool locked = false;  // holds the blocks it writes, in locked_
   uint64_t cover_offset = 0;
   uint32_t cover_length = 0;
   uint32_t skip = 0;  // h.offset - cover_offset

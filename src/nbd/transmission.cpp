@@ -221,6 +221,7 @@ uint64_t server::io_bytes(const io& x) noexcept {
 void server::use_io(connection& c, uint32_t index, io& x) {
   request& r = c.requests[index];
   r.x = &x;
+  r.exclusive = false;
   x.tag = index;
   x.kind = r.next_kind;
   if (r.rmw && r.next_kind != io_kind::flush) {
@@ -229,7 +230,7 @@ void server::use_io(connection& c, uint32_t index, io& x) {
     x.offset = r.cover_offset;
     r.rmw_reading = r.next_kind == io_kind::write;
     if (r.rmw_reading)
-      read_held_blocks(c, index);
+      take_blocks(c, index);
     else
       submit_io(c, index);  // a READ needs no block of its own
   } else if (static_cast<command>(r.h.type) == command::write_zeroes &&
@@ -238,7 +239,7 @@ void server::use_io(connection& c, uint32_t index, io& x) {
     x.kind = io_kind::read;
     x.offset = r.next - r.next % storage_.block_size();
     r.rmw_reading = true;
-    read_held_blocks(c, index);
+    take_blocks(c, index);
   } else if (static_cast<command>(r.h.type) == command::write_zeroes &&
              r.next_kind == io_kind::write) {
     x.offset = r.next;
@@ -247,14 +248,17 @@ void server::use_io(connection& c, uint32_t index, io& x) {
       x.kind = io_kind::zero_range;
       x.extent = static_cast<uint32_t>(
           std::min<uint64_t>(left - left % storage_.block_size(), max_range_io));
+      r.exclusive = true;
+      take_blocks(c, index);
     } else {
       x.kind = io_kind::write_zeroes;  // zeroed by the backend, not on this thread
+      submit_write(c, index);
     }
-    submit_write(c, index);
   } else if (r.next_kind == io_kind::discard) {
     x.offset = r.next;
     x.extent = static_cast<uint32_t>(std::min<uint64_t>(r.end - r.next, max_range_io));
-    submit_write(c, index);
+    r.exclusive = true;
+    take_blocks(c, index);
   } else if (r.next_kind == io_kind::allocation_map) {
     x.offset = r.h.offset - r.h.offset % storage_.block_size();
     submit_io(c, index);

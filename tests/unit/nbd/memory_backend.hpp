@@ -152,6 +152,11 @@ class memory_backend final : public backend {
     if (k != 0) (void)!::write(fd_, &one, sizeof one);
     return k;
   }
+  // From any thread: how many ios are held (submitted, not let go).
+  size_t held() {
+    std::lock_guard lock(mutex_);
+    return held_ios_.size();
+  }
   // From any thread: every io held completes, and those submitted later at once.
   void stop_holding() {
     {

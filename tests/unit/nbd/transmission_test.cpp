@@ -451,5 +451,31 @@ TEST(nbd_server_sparse, nbdcopy_reads_only_the_allocated_blocks) {
   EXPECT_LE(s.backend().bytes_read, 2 * 256 * block);  // 1 MiB allocated of a 16 MiB export
 }
 
+// A TRIM and a WRITE_ZEROES over a block a write is landing in wait for it: never is a hole
+// punched (or a range zeroed) under a write in flight, and the write that follows them waits too.
+TEST(nbd_server_sparse, a_discard_or_zeroing_never_goes_beside_a_write_to_its_blocks) {
+  served s({}, 32, false, 0, 0, /*hold=*/true);
+  raw_client c(s.socket_path());
+  ASSERT_TRUE(open_all({&c}));
+  ASSERT_TRUE(c.request(command::write, 1, 0, 2 * block));
+  ASSERT_TRUE(c.send(pattern(2 * block, 5)));
+  ASSERT_TRUE(c.request(command::trim, 2, 0, block));
+  ASSERT_TRUE(c.request(command::write_zeroes, 3, block, block));
+  ASSERT_TRUE(c.request(command::write, 4, block, block));
+  ASSERT_TRUE(c.send(pattern(block, 6)));
+  std::this_thread::sleep_for(200ms);  // all four read by the server
+  EXPECT_EQ(s.backend().held(), 1u) << "a discard or zeroing went out beside the write";
+  ASSERT_EQ(s.backend().let_go(1), 1u);  // the write lands: the discard and zeroing go
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(s.backend().held(), 2u) << "the last write went beside the zeroing";
+  s.backend().stop_holding();
+  expect_successes(c, 4);
+  s.stop();
+  const auto& bytes = s.backend().bytes();
+  const auto last = pattern(block, 6);
+  EXPECT_TRUE(std::all_of(bytes.begin(), bytes.begin() + block, [](uint8_t b) { return b == 0; }));
+  EXPECT_TRUE(std::equal(last.begin(), last.end(), bytes.begin() + block));
+}
+
 }  // namespace
 }  // namespace zc::nbd
