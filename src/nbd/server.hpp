@@ -174,6 +174,7 @@ class server {
   void on_completions();
   void on_io_done(connection& c, uint32_t index, io& x);
   void finish(connection& c, uint32_t index, uint32_t error);
+  void finish_after_fua(connection& c, uint32_t index);
   void queue_reply(connection& c, reply r);
   void flush_output(connection& c);
   void update_interest(connection& c);

@@ -150,13 +150,7 @@ void server::handle_request(connection& c) {
         start_io(c, index);
         return;
       }
-      if (r.fua_pending) {
-        r.fua_pending = false;
-        r.next_kind = io_kind::flush;
-        start_io(c, index);
-        return;
-      }
-      finish(c, index, 0);
+      finish_after_fua(c, index);
       return;
     }
     case command::cache:
@@ -400,6 +394,12 @@ void server::on_io_done(connection& c, uint32_t index, io& x) {
       return;
     }
   }
+  finish_after_fua(c, index);
+}
+
+// Answers success, after the flush FUA asked for (if it did).
+void server::finish_after_fua(connection& c, uint32_t index) {
+  request& r = c.requests[index];
   if (r.fua_pending) {
     r.fua_pending = false;
     r.next_kind = io_kind::flush;
