@@ -31,7 +31,9 @@ void server::start_io(connection& c, uint32_t index) {
 //   does not fit now holds up no other connection;
 // - a request passed over for max_misses passes in which memory came back (a large one among a
 //   stream of small ones) reserves what comes back: no other connection gets an io until it has
-//   one, which takes no longer than the ios out now take to finish.
+//   one, which takes no longer than the ios out now take to finish. Only a shortage is reserved
+//   against: memory that is free in all but in pieces too small for the request (free_in_all)
+//   reserves nothing and ends a reservation, since holding the others back would not mend it.
 bool server::within_share(const connection& c, uint32_t length) const noexcept {
   if (c.held_slots == 0) return true;
   const uint32_t n = std::max(contenders_, std::min<uint32_t>(2, options_.max_connections));
@@ -41,6 +43,11 @@ bool server::within_share(const connection& c, uint32_t length) const noexcept {
          c.held_slots + storage_.slots_for(length) <= storage_.slots() / n;
 }
 
+bool server::free_in_all(uint32_t length) const noexcept {
+  return storage_.memory() - held_bytes_ >= length &&
+         storage_.slots() - held_slots_ >= storage_.slots_for(length);
+}
+
 io* server::take_io(connection& c, uint32_t length) {
   if ((reserved_ != nullptr && reserved_ != &c) || !within_share(c, length)) return nullptr;
   io* x = storage_.acquire(length);
@@ -48,6 +55,8 @@ io* server::take_io(connection& c, uint32_t length) {
   x->owner = &c;
   c.held_bytes += x->length;
   c.held_slots += storage_.slots_for(x->length);
+  held_bytes_ += x->length;
+  held_slots_ += storage_.slots_for(x->length);
   recount(c);
   return x;
 }
@@ -56,6 +65,8 @@ void server::release_io(io& x) noexcept {
   auto& c = *static_cast<connection*>(x.owner);
   c.held_bytes -= x.length;
   c.held_slots -= storage_.slots_for(x.length);
+  held_bytes_ -= x.length;
+  held_slots_ -= storage_.slots_for(x.length);
   recount(c);
   storage_.release(x);
   memory_freed_ = true;
@@ -178,6 +189,11 @@ bool server::serve_wants(connection& c) {
       if (!within_share(c, length)) {
         // Over its share (more connections want ios now): it waits for its own ios to come
         // back, and reserves nothing meanwhile.
+        c.misses = 0;
+        if (reserved_ == &c) reserved_ = nullptr;
+      } else if (free_in_all(length)) {
+        // The memory is there, in pieces too small for it (around ios some client keeps):
+        // holding the others back would not bring it, so nothing is reserved.
         c.misses = 0;
         if (reserved_ == &c) reserved_ = nullptr;
       } else if (reserved_ == nullptr || reserved_ == &c) {

@@ -153,6 +153,9 @@ class server {
   // IO memory and backend slots, shared among the connections (see io_share.cpp).
   bool within_share(const connection& c, uint32_t length) const noexcept;
   io* take_io(connection& c, uint32_t length);
+  // Whether the backend has `length` bytes and their slots free, counted together (not whether
+  // they lie in one run).
+  bool free_in_all(uint32_t length) const noexcept;
   void recount(connection& c) noexcept;
   // Read-modify-write of a request not aligned to the storage's block: its partial edge blocks
   // are held by one such request at a time (two of them in one block would lose an update).
@@ -201,6 +204,8 @@ class server {
   // The connection whose next request was passed over max_misses times: ios go to it first.
   connection* reserved_ = nullptr;
   uint32_t contenders_ = 0;  // connections that hold an io or want one
+  uint64_t held_bytes_ = 0;  // by every connection's ios
+  uint32_t held_slots_ = 0;
   // What the storage answered invalid_value once (it does not know the kind): the server falls
   // back for good (TRIM not done, zeroes written as data, every block allocated).
   bool no_discard_ = false;

@@ -321,5 +321,31 @@ TEST(nbd_server_share, write_zeroes_counts_against_the_share_and_is_zeroed_by_th
                           [](uint8_t b) { return b == 0; }));
 }
 
+// A request the backend cannot give memory to however much comes back (its memory in pieces too
+// small, around ios some client keeps): its reservation lapses, and a stream of small reads from
+// another client goes on being served, not stalled for as long as the large one waits.
+TEST(nbd_server_share, a_reservation_that_cannot_be_served_lapses_and_others_go_on) {
+  constexpr uint32_t piece = 64 * 1024;
+  served s({}, 32, false, 0, 0, false, [](test::memory_backend& b) { b.fragment(piece); });
+  raw_client stream(s.socket_path()), big(s.socket_path());
+  ASSERT_TRUE(open_all({&stream, &big}));
+  ASSERT_TRUE(big.request(command::read, 1, 0, max_io));  // never given memory
+  constexpr uint64_t depth = 8, total = 400;  // far more passes than a reservation lasts
+  for (uint64_t i = 0; i < depth; ++i) ASSERT_TRUE(stream.request(command::read, i, 0, piece));
+  for (uint64_t done = 0; done < total; ++done) {
+    auto rep = stream.simple_reply();  // within the client's 5 s receive timeout
+    ASSERT_TRUE(rep) << "the stream stalled after " << done << " replies";
+    ASSERT_EQ(rep->first, 0u);
+    ASSERT_EQ(stream.recv(piece).size(), piece);
+    if (done + depth < total) {
+      ASSERT_TRUE(stream.request(command::read, done + depth, 0, piece));
+    }
+  }
+  s.stop();  // the large read is answered ESHUTDOWN
+  auto rep = big.simple_reply();
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(rep->first, static_cast<uint32_t>(error_code::eshutdown));
+}
+
 }  // namespace
 }  // namespace zc::nbd

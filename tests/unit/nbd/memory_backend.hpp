@@ -50,7 +50,8 @@ class memory_backend final : public backend {
   bool read_only() const noexcept override { return read_only_; }
 
   io* acquire(uint32_t length) noexcept override {
-    if (free_.empty() || length > max_io_ || held_ + length > memory()) return nullptr;
+    if (free_.empty() || length > max_io_ || held_ + length > memory() || length > largest_)
+      return nullptr;
     slot* s = free_.back();
     free_.pop_back();
     held_ += length;
@@ -138,6 +139,9 @@ class memory_backend final : public backend {
     shuffle_ = true;
     rng_.seed(seed);
   }
+  // Before the server starts: no io over `bytes` is given, however much memory is free (as
+  // memory in pieces too small for it).
+  void fragment(uint32_t bytes) { largest_ = bytes; }
   // Before the server starts: ios complete only when let_go() says so.
   void hold_completions() { hold_ = true; }
   // From any thread: completes the n ios submitted first among those held. Returns how many.
@@ -198,6 +202,7 @@ class memory_backend final : public backend {
   std::deque<io*> held_ios_;  // under mutex_
   bool hold_ = false;
   bool shuffle_ = false;
+  uint32_t largest_ = UINT32_MAX;
   std::minstd_rand rng_;  // under mutex_
   std::optional<uint64_t> fail_offset_;
   void mark(uint64_t offset, uint64_t length, bool allocated) {
