@@ -14,15 +14,13 @@ constexpr auto short_bound = 300ms;
 TEST(nbd_server_bounds, a_write_whose_payload_stops_is_closed_and_frees_its_memory) {
   served s({.request_timeout = short_bound});
   raw_client c(s.socket_path());
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(open_all({&c}));
   ASSERT_TRUE(c.request(command::write, 1, 0, max_io));
   ASSERT_TRUE(c.send(std::vector<uint8_t>(1000, 0x5A)));  // and then nothing more
   EXPECT_TRUE(c.closed_by_peer());  // by the deadline: the counter below says which
   // Someone else is served, with every io back in the pool.
   raw_client other(s.socket_path());
-  ASSERT_TRUE(other.start());
-  ASSERT_TRUE(other.go());
+  ASSERT_TRUE(open_all({&other}));
   ASSERT_TRUE(other.request(command::read, 2, 0, block));
   auto rep = other.simple_reply();
   ASSERT_TRUE(rep);
@@ -36,8 +34,7 @@ TEST(nbd_server_bounds, a_write_whose_payload_stops_is_closed_and_frees_its_memo
 TEST(nbd_server_bounds, a_refused_write_whose_payload_stops_is_closed_too) {
   served s({.request_timeout = short_bound});
   raw_client c(s.socket_path());
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(open_all({&c}));
   ASSERT_TRUE(c.request(command::write, 1, disk_size, block));  // past the end: refused
   EXPECT_TRUE(c.closed_by_peer());
   s.stop();
@@ -47,8 +44,7 @@ TEST(nbd_server_bounds, a_refused_write_whose_payload_stops_is_closed_too) {
 TEST(nbd_server_bounds, a_client_that_leaves_its_replies_unread_is_closed) {
   served s({.max_in_flight = 8, .request_timeout = short_bound});
   raw_client stuck(s.socket_path());
-  ASSERT_TRUE(stuck.start());
-  ASSERT_TRUE(stuck.go());
+  ASSERT_TRUE(open_all({&stuck}));
   // Far more read data than the socket buffers hold, not read for longer than the bound.
   for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(stuck.request(command::read, i, 0, max_io));
   std::this_thread::sleep_for(short_bound * 4);
@@ -86,8 +82,7 @@ TEST(nbd_server_bounds, a_deadline_close_wakes_the_writes_and_reads_waiting_for_
 TEST(nbd_server_bounds, a_trickle_reader_is_closed_too) {
   served s({.max_in_flight = 8, .request_timeout = short_bound});
   raw_client c(s.socket_path());
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(open_all({&c}));
   for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(c.request(command::read, i, 0, max_io));
   const auto began = std::chrono::steady_clock::now();
   bool closed = false;
@@ -109,8 +104,7 @@ TEST(nbd_server_bounds, idle_timeout_closes_a_connection_with_nothing_in_flight)
   constexpr auto idle_bound = 1s;
   served s({.idle_timeout = idle_bound});
   raw_client c(s.socket_path());
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(open_all({&c}));
   // Busy for longer than the bound in all: each request resets the clock.
   for (int i = 0; i < 12; ++i) {
     if (i != 0) std::this_thread::sleep_for(idle_bound / 10);
@@ -130,8 +124,7 @@ TEST(nbd_server_bounds, a_half_closed_client_still_gets_its_replies) {
   const auto expected = pattern(4 * block, 9);
   std::copy(expected.begin(), expected.end(), s.backend().bytes().begin());
   raw_client c(s.socket_path());
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(open_all({&c}));
   for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(c.request(command::read, i, i * block, block));
   ASSERT_TRUE(c.shutdown_write());
   std::vector<bool> seen(4, false);

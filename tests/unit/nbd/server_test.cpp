@@ -386,8 +386,7 @@ TEST(nbd_server, hostile_input_closes_that_connection_only_and_leaks_nothing) {
     // A WRITE longer than the largest accepted, sent whole: refused EINVAL after its payload is
     // read past, and the connection goes on serving.
     raw_client c(s.socket_path());
-    ASSERT_TRUE(c.start());
-    ASSERT_TRUE(c.go());
+    ASSERT_TRUE(open_all({&c}));
     ASSERT_TRUE(c.request(command::write, 7, 0, max_io + block));
     ASSERT_TRUE(c.send(std::vector<uint8_t>(max_io + block, 0x33)));
     auto rep = c.simple_reply();
@@ -414,8 +413,7 @@ TEST(nbd_server, hostile_input_closes_that_connection_only_and_leaks_nothing) {
   {
     // A bad request magic after GO.
     raw_client c(s.socket_path());
-    ASSERT_TRUE(c.start());
-    ASSERT_TRUE(c.go());
+    ASSERT_TRUE(open_all({&c}));
     ASSERT_TRUE(c.send(std::vector<uint8_t>(28, 0x11)));
     EXPECT_TRUE(c.closed_by_peer());
   }
@@ -423,16 +421,14 @@ TEST(nbd_server, hostile_input_closes_that_connection_only_and_leaks_nothing) {
     // A WRITE of 4 GiB - 1 (refused, its payload read past) abandoned half way, and a write
     // whose payload never comes.
     raw_client c(s.socket_path());
-    ASSERT_TRUE(c.start());
-    ASSERT_TRUE(c.go());
+    ASSERT_TRUE(open_all({&c}));
     ASSERT_TRUE(c.request(command::write, 1, 0, 0xffffffff));
     ASSERT_TRUE(c.send(std::vector<uint8_t>(1 << 20, 0)));
   }
   {
     // Many reads, never read back, then the client vanishes in the middle of a write.
     raw_client c(s.socket_path());
-    ASSERT_TRUE(c.start());
-    ASSERT_TRUE(c.go());
+    ASSERT_TRUE(open_all({&c}));
     for (uint64_t i = 0; i < 200; ++i) ASSERT_TRUE(c.request(command::read, i, 0, max_io));
     ASSERT_TRUE(c.request(command::write, 1000, 0, 65536));
   }
@@ -457,8 +453,7 @@ TEST(nbd_server, hostile_input_closes_that_connection_only_and_leaks_nothing) {
       << open_fds() << " fds open, " << fds_at_start << " at the start";
   {
     raw_client c(s.socket_path());
-    ASSERT_TRUE(c.start());
-    ASSERT_TRUE(c.go());
+    ASSERT_TRUE(open_all({&c}));
     ASSERT_TRUE(c.request(command::read, 9, 0, 4096));
     auto rep = c.simple_reply();
     ASSERT_TRUE(rep);
@@ -474,14 +469,12 @@ TEST(nbd_server, hostile_input_closes_that_connection_only_and_leaks_nothing) {
 TEST(nbd_server, a_client_that_does_not_read_replies_holds_up_no_one_else) {
   served s({.max_in_flight = 8});
   raw_client stuck(s.socket_path());
-  ASSERT_TRUE(stuck.start());
-  ASSERT_TRUE(stuck.go());
+  ASSERT_TRUE(open_all({&stuck}));
   // Far more read data than the socket buffers hold, never read.
   for (uint64_t i = 0; i < 64; ++i) ASSERT_TRUE(stuck.request(command::read, i, 0, max_io));
   // Another connection is served meanwhile.
   raw_client other(s.socket_path());
-  ASSERT_TRUE(other.start());
-  ASSERT_TRUE(other.go());
+  ASSERT_TRUE(open_all({&other}));
   for (uint64_t i = 0; i < 16; ++i) {
     ASSERT_TRUE(other.request(command::read, i, 4096 * i, 4096));
     auto rep = other.simple_reply();
@@ -496,13 +489,11 @@ TEST(nbd_server, a_client_that_does_not_read_replies_holds_up_no_one_else) {
 TEST(nbd_server, memory_freed_by_a_sent_reply_wakes_the_request_waiting_for_it) {
   served s({}, 1);  // one io of max_io bytes for everybody
   raw_client big(s.socket_path());
-  ASSERT_TRUE(big.start());
-  ASSERT_TRUE(big.go());
+  ASSERT_TRUE(open_all({&big}));
   // Its reply is larger than the socket buffers: the io stays held until the client reads.
   ASSERT_TRUE(big.request(command::read, 1, 0, max_io));
   raw_client small(s.socket_path());
-  ASSERT_TRUE(small.start());
-  ASSERT_TRUE(small.go());
+  ASSERT_TRUE(open_all({&small}));
   ASSERT_TRUE(small.request(command::read, 2, 0, block));  // waits for the io
   std::this_thread::sleep_for(100ms);
   auto rep = big.simple_reply();
@@ -521,8 +512,7 @@ TEST(nbd_server, memory_freed_by_a_sent_reply_wakes_the_request_waiting_for_it) 
 TEST(nbd_server, a_long_pipelined_burst_is_answered_in_full) {
   served s;
   raw_client c(s.socket_path());
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(open_all({&c}));
   constexpr uint64_t burst = 1000;
   std::vector<uint8_t> all;
   for (uint64_t i = 0; i < burst; ++i) {
@@ -548,8 +538,7 @@ TEST(nbd_server, a_long_pipelined_burst_is_answered_in_full) {
 TEST(nbd_server, fua_anywhere_and_enospc_past_the_end) {
   served s;
   raw_client c(s.socket_path());
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(open_all({&c}));
   ASSERT_TRUE(c.request(command::flush, 1, 0, 0, command_flag::fua));
   auto flush = c.simple_reply();
   ASSERT_TRUE(flush);
@@ -579,12 +568,10 @@ TEST(nbd_server, stop_finishes_what_is_in_flight) {
   const auto bytes = pattern(max_io, 5);
   std::copy(bytes.begin(), bytes.end(), s.backend().bytes().begin());
   raw_client big(s.socket_path());
-  ASSERT_TRUE(big.start());
-  ASSERT_TRUE(big.go());
+  ASSERT_TRUE(open_all({&big}));
   ASSERT_TRUE(big.request(command::read, 1, 0, max_io));  // larger than the socket buffers
   raw_client small(s.socket_path());
-  ASSERT_TRUE(small.start());
-  ASSERT_TRUE(small.go());
+  ASSERT_TRUE(open_all({&small}));
   ASSERT_TRUE(small.request(command::read, 2, 0, block));
   std::this_thread::sleep_for(100ms);  // the first reply is stuck in the socket, the second waits
   std::thread stopping([&] { s.stop(); });

@@ -15,8 +15,7 @@ TEST(nbd_server_rmw, an_unaligned_read_returns_exactly_its_bytes) {
   const auto bytes = pattern(4 * block, 17);
   std::copy(bytes.begin(), bytes.end(), s.backend().bytes().begin());
   raw_client c(s.socket_path());
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(open_all({&c}));
   ASSERT_TRUE(c.request(command::read, 1, 100, 5000));  // across a block boundary
   auto rep = c.simple_reply();
   ASSERT_TRUE(rep);
@@ -136,8 +135,7 @@ TEST(nbd_server_rmw, an_unaligned_write_whose_read_fails_gets_eio_and_the_connec
   served s;
   s.backend().fail_at(2 * block);
   raw_client c(s.socket_path());
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(open_all({&c}));
   ASSERT_TRUE(c.request(command::write, 1, 2 * block + 10, 100));
   ASSERT_TRUE(c.send(std::vector<uint8_t>(100, 0x42)));  // read past: it must not be a request
   auto rep = c.simple_reply();
@@ -191,15 +189,13 @@ TEST(nbd_server_rmw, a_client_gone_mid_write_leaves_no_lock_and_no_memory_behind
   served s;
   {
     raw_client c(s.socket_path());
-    ASSERT_TRUE(c.start());
-    ASSERT_TRUE(c.go());
+    ASSERT_TRUE(open_all({&c}));
     for (int i = 0; i < 8; ++i) ASSERT_TRUE(c.request(command::write, i, 100, 200));
     // The first write's 200-byte payload is what follows it (the next headers), then the second
     // write waits for a payload that never comes.
   }
   raw_client next(s.socket_path());
-  ASSERT_TRUE(next.start());
-  ASSERT_TRUE(next.go());
+  ASSERT_TRUE(open_all({&next}));
   ASSERT_TRUE(next.request(command::write, 9, 100, 200));
   ASSERT_TRUE(next.send(std::vector<uint8_t>(200, 0x11)));
   auto rep = next.simple_reply();
@@ -217,8 +213,7 @@ TEST(nbd_server_rmw, an_unaligned_write_zeroes_of_any_length_zeroes_exactly_its_
   const auto bytes = pattern(8 * max_io, 5);
   std::copy(bytes.begin(), bytes.end(), s.backend().bytes().begin());
   raw_client c(s.socket_path());
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(open_all({&c}));
   const uint64_t small_at = 100, small_len = 5000;             // two partial blocks
   const uint64_t big_at = max_io + 512, big_len = 4 * max_io;  // larger than any io
   ASSERT_TRUE(c.request(command::write_zeroes, 1, small_at, small_len, command_flag::fua));
@@ -253,8 +248,7 @@ TEST(nbd_server_rmw, unaligned_requests_across_segments_are_exact) {
   const auto bytes = pattern(4 * block, 3);
   std::copy(bytes.begin(), bytes.end(), s.backend().bytes().begin());
   raw_client c(s.socket_path());
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.go());
+  ASSERT_TRUE(open_all({&c}));
   const auto payload = pattern(9000, 77);
   ASSERT_TRUE(c.request(command::write, 1, 1000, 9000));
   ASSERT_TRUE(c.send(payload));
@@ -306,8 +300,7 @@ TEST(nbd_server_rmw, a_failed_covering_read_then_a_close_leaves_nothing_behind) 
   s.backend().fail_at(2 * block);
   {
     raw_client c(s.socket_path());
-    ASSERT_TRUE(c.start());
-    ASSERT_TRUE(c.go());
+    ASSERT_TRUE(open_all({&c}));
     ASSERT_TRUE(c.request(command::write, 1, 2 * block + 10, 100));
     ASSERT_TRUE(c.send(std::vector<uint8_t>(10, 0x42)));  // part of the payload, then gone
     std::this_thread::sleep_for(100ms);
