@@ -12,6 +12,7 @@
 #include <exception>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "core/cli.hpp"
 #include "core/log.hpp"
@@ -19,6 +20,7 @@
 #include "host/session.hpp"
 #include "nbd/host_backend.hpp"
 #include "nbd/server.hpp"
+#include "nbd/server_source.hpp"
 #include "nbd_config.hpp"
 
 namespace {
@@ -65,45 +67,66 @@ int run(const nbd_app::nbd_config& config) {
 
   bool lost = false;
   {
-    nbd::host_backend backend(session, backend_options);
-    nbd::server server(backend,
-                       {.export_name = config.export_name,
-                        .tls = config.tls(),
-                        .tls_keys = config.tls_keys,
-                        .read_only = config.read_only,
-                        .max_connections = config.max_connections,
-                        .request_timeout = std::chrono::seconds(config.request_timeout_seconds),
-                        .idle_timeout = std::chrono::seconds(config.idle_timeout_seconds),
-                        .drain_timeout = 2 * config.control_timeout()});
-    for (int i = 0; i < config.systemd_listeners; ++i) server.adopt_listener(3 + i);
-    if (!config.socket.empty()) server.listen_unix(config.socket);
+    // Run to completion: one server per IO worker, polled by that worker's engine beside the
+    // worker's queue; the first accepts and hands each connection to the next in turn.
+    const auto& ws = session.workers();
+    std::vector<std::unique_ptr<nbd::host_backend>> backends;
+    std::vector<std::unique_ptr<nbd::server>> servers;
+    std::vector<std::unique_ptr<nbd::server_source>> sources(workers);
+    // Read by the backend's completion hook on the worker's thread; cleared there on detach.
+    std::vector<nbd::server_source*> attached(workers, nullptr);
+    for (uint32_t i = 0; i < workers; ++i) {
+      auto options = backend_options;
+      options.worker = i;
+      options.on_completion = [engine = &ws[i]->thread().engine(), slot = &attached[i]] {
+        if (*slot != nullptr) engine->call_at_pass_end(**slot);
+      };
+      backends.push_back(std::make_unique<nbd::host_backend>(session, options));
+      servers.push_back(std::make_unique<nbd::server>(
+          *backends.back(),
+          nbd::server_options{
+              .export_name = config.export_name,
+              .tls = config.tls(),
+              .tls_keys = config.tls_keys,
+              .read_only = config.read_only,
+              .max_connections = config.max_connections,
+              .request_timeout = std::chrono::seconds(config.request_timeout_seconds),
+              .idle_timeout = std::chrono::seconds(config.idle_timeout_seconds),
+              .drain_timeout = 2 * config.control_timeout()}));
+      sources[i] = std::make_unique<nbd::server_source>(*servers.back());
+    }
+    nbd::server& acceptor = *servers.front();
+    std::vector<nbd::server*> group;
+    for (auto& s : servers) group.push_back(s.get());
+    acceptor.share_accepts_with(group);
+    for (int i = 0; i < config.systemd_listeners; ++i) acceptor.adopt_listener(3 + i);
+    if (!config.socket.empty()) acceptor.listen_unix(config.socket);
     uint16_t port = 0;
     if (!config.listen.empty()) {
       auto where = storage::parse_ipv4_endpoint(config.listen);
-      port = server.listen_tcp(where);
+      port = acceptor.listen_tcp(where);
       where.port = port;
       ZC_LOG_INFO("serving NBD on {}", where.to_string());
     }
     if (!config.socket.empty()) ZC_LOG_INFO("serving NBD on {}", config.socket);
     if (config.systemd_listeners != 0)
       ZC_LOG_INFO("serving NBD on {} socket(s) from systemd", config.systemd_listeners);
-    ZC_LOG_INFO("export '{}': {} bytes in blocks of {}, {}", config.export_name, backend.size(),
-                backend.block_size(), backend.read_only() ? "read-only" : "read-write");
+    const auto& storage = *backends.front();
+    ZC_LOG_INFO("export '{}': {} bytes in blocks of {}, {}; served on {} worker thread(s)",
+                config.export_name, storage.size(), storage.block_size(),
+                storage.read_only() ? "read-only" : "read-write", workers);
     if (config.tls() != nbd::tls_mode::off)
       ZC_LOG_INFO("TLS {} (pre-shared keys of {})",
                   config.tls() == nbd::tls_mode::require ? "required" : "offered",
                   config.tls_psk_path);
 
+    for (uint32_t i = 0; i < workers; ++i)
+      ws[i]->thread().call([&, i] {
+        ws[i]->thread().engine().attach(*sources[i]);
+        attached[i] = sources[i].get();
+      });
     std::exception_ptr server_failure;
-    std::thread serving([&] {
-      try {
-        server.run();
-      } catch (...) {
-        server_failure = std::current_exception();
-        core::request_stop();  // nothing is served any more: the program ends and says why
-      }
-    });
-    while (!core::stop_requested() && !lost) {
+    while (!core::stop_requested() && !lost && !server_failure) {
       if (status s = session.watch(watch_slice); !ok(s)) {
         ZC_LOG_ERROR("lost the service ({}): requests fail with EIO from now on", status_name(s));
         lost = true;
@@ -116,13 +139,51 @@ int run(const nbd_app::nbd_config& config) {
                      status_name(why));
         lost = true;
       }
+      // A server that failed serves nothing more: the program ends and says why.
+      for (auto& src : sources)
+        if (!server_failure && src->failure()) server_failure = src->failure();
     }
-    if (!lost) ZC_LOG_INFO("stop requested: finishing the requests in flight");
-    server.stop();
-    serving.join();
-    const auto& c = server.counters();
+    if (!lost && !server_failure) ZC_LOG_INFO("stop requested: finishing the requests in flight");
+    for (auto& s : servers) s->stop();
+    // The drain is bounded by the server itself (drain_timeout); the margin is for a busy thread.
+    const auto drain_limit = 2 * config.control_timeout() + 10s;
+    bool drained = true;
+    for (uint32_t i = 0; i < workers; ++i) {
+      nbd::server_source* src = sources[i].get();
+      if (!ws[i]->thread().wait_until([src] { return src->finished(); }, drain_limit)) {
+        ZC_LOG_ERROR("the NBD server on cpu {} did not finish in time", ws[i]->cpu());
+        drained = false;
+        break;
+      }
+      if (!server_failure && src->failure()) server_failure = src->failure();
+      ws[i]->thread().call([&, i] {
+        ws[i]->thread().engine().detach(*sources[i]);
+        attached[i] = nullptr;
+      });
+    }
+    if (!drained) {
+      // Still attached to a worker that may poll them: they are left, and the program ends.
+      for (auto& s : sources) (void)s.release();
+      for (auto& s : servers) (void)s.release();
+      for (auto& b : backends) (void)b.release();
+      throw status_error(status::time_out, "the NBD server did not drain");
+    }
+    nbd::server_counters c;
+    std::string per_worker;  // connections served by each worker thread
+    for (auto& s : servers) {
+      const auto& k = s->counters();
+      per_worker += fmt::format("{}{}", per_worker.empty() ? "" : ", ", k.connections);
+      c.connections += k.connections;
+      c.refused += k.refused;
+      c.timed_out += k.timed_out;
+      c.requests += k.requests;
+      c.io_errors += k.io_errors;
+      c.tls_sessions += k.tls_sessions;
+      c.tls_failures += k.tls_failures;
+    }
     ZC_LOG_INFO("served {} connections, {} requests, {} IO errors", c.connections, c.requests,
                 c.io_errors);
+    if (workers > 1) ZC_LOG_INFO("connections per worker thread: {}", per_worker);
     if (config.tls() != nbd::tls_mode::off)
       ZC_LOG_INFO("TLS: {} sessions, {} failed handshakes", c.tls_sessions, c.tls_failures);
     if (server_failure) std::rethrow_exception(server_failure);

@@ -10,7 +10,8 @@
 //   b.take_completions(done);  for (io* d : done) { send(d->segments()); b.release(*d); }
 //
 // Thread rules: every method is for the server's thread; a backend may complete IO on its own
-// threads, but hands the ios back on the server's thread only.
+// threads, but hands the ios back on the server's thread only. A backend on the server's thread
+// (run to completion) completes ios there and asks for the server's next pass itself.
 #pragma once
 
 #include <sys/uio.h>
@@ -85,8 +86,11 @@ class backend {
   virtual void submit(io& x) noexcept = 0;
   virtual void release(io& x) noexcept = 0;
 
-  // Readable while completed ios wait to be taken.
+  // Readable while completed ios wait to be taken; -1 for a backend that completes on the
+  // server's own thread (has_completions() says when).
   virtual int completion_fd() const noexcept = 0;
+  // Completed ios wait that no fd announced: the server checks after each pass's events.
+  virtual bool has_completions() const noexcept { return false; }
   // Appends every completed io to `out` and clears the fd's readiness.
   virtual void take_completions(std::vector<io*>& out) = 0;
 };

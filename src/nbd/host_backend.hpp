@@ -1,27 +1,27 @@
-// The NBD server's storage over a host::session (the zero-copy or gga pipeline): each worker has
-// its transaction slots and its part of the session's IO region, slots_per_worker slices of at most
-// max_blocks_per_message blocks (which gga takes). An io takes one slot per slice's worth of
-// bytes (one IO message each) and, for each, a run of blocks inside one slice of the same worker:
-// a 4 KiB request holds 4 KiB. It completes once every message has been answered. Submissions go
-// to the worker's engine thread through a queue and a posted job; completions come back on that
-// thread and reach the server's thread through a queue signalled by an eventfd.
+// The NBD server's storage over one IO worker of a host::session (the zero-copy or gga pipeline),
+// run to completion: the backend and its server (server_source.hpp) live on the worker's engine
+// thread, so an io goes straight to the worker's queue and its completion waits for the server's
+// next pass, which on_completion asks the engine for. No thread is crossed, no lock taken, nothing
+// posted or allocated per io. The worker has its transaction slots and its part of the session's
+// IO region, slots_per_worker slices of at most max_blocks_per_message blocks (which gga takes).
+// An io takes one slot per slice's worth of bytes (one IO message each) and, for each, a run of
+// blocks inside one slice: a 4 KiB request holds 4 KiB. It completes once every message has been
+// answered.
 //
 //   host_backend b(session, {.capacity = info.capacity, .block_size = info.block_size,
-//                            .slots_per_worker = t});
+//                            .slots_per_worker = t, .worker = i, .on_completion = schedule});
 //
-// Thread rules: the backend methods on the server's thread (see backend.hpp); build and destroy
-// it on the control thread while the session's workers run.
+// Thread rules: the backend methods on the worker's engine thread (see backend.hpp); build and
+// destroy it on the control thread while the session's workers run.
 #pragma once
 
-#include <atomic>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "host/session.hpp"
 #include "nbd/backend.hpp"
 #include "nbd/block_runs.hpp"
-#include "storage/unique_fd.hpp"
 
 namespace zc::nbd {
 
@@ -36,6 +36,10 @@ struct host_backend_options {
   uint32_t block_size = 0;
   uint32_t slots_per_worker = 64;  // each worker's queue_options::slots
   bool read_only = false;
+  uint32_t worker = 0;  // the index of the session's worker this backend serves
+  // Runs on the worker's thread when an io completes and none was waiting to be taken: the
+  // server's pass that takes it must be scheduled.
+  std::function<void()> on_completion;
 };
 
 class host_backend final : public backend {
@@ -45,7 +49,7 @@ class host_backend final : public backend {
   static uint64_t region_size(const host_backend_options& o, uint32_t workers);
 
   // The session is initialised (with at least region_size() bytes), its workers built and
-  // started; takes over their completion callbacks.
+  // started; takes over the completion callback of the worker's queue.
   host_backend(host::session& session, host_backend_options options);
   ~host_backend() override;
   host_backend(const host_backend&) = delete;
@@ -55,36 +59,35 @@ class host_backend final : public backend {
   uint32_t block_size() const noexcept override { return options_.block_size; }
   uint32_t max_io() const noexcept override { return max_io_; }
   uint64_t memory() const noexcept override;
-  uint32_t slots() const noexcept override;
+  uint32_t slots() const noexcept override { return options_.slots_per_worker; }
   uint32_t slots_for(uint32_t length) const noexcept override;
   bool read_only() const noexcept override { return options_.read_only; }
   io* acquire(uint32_t length) noexcept override;
   void submit(io& x) noexcept override;
   void release(io& x) noexcept override;
-  int completion_fd() const noexcept override { return done_fd_.get(); }
+  int completion_fd() const noexcept override { return -1; }
+  bool has_completions() const noexcept override { return !done_.empty(); }
   void take_completions(std::vector<io*>& out) override;
 
  private:
   struct host_io;
-  struct lane;  // one worker's share
 
-  void run_inbox(lane& l) noexcept;
-  void on_complete(lane& l, uint32_t slot, status result) noexcept;
-  void complete(host_io& h) noexcept;
-  // Where a run of a worker's blocks lies in the session's IO region.
-  uint64_t address(const lane& l, const block_runs::run& r) const noexcept;
+  void on_complete(uint32_t slot, status result) noexcept;
+  // Where a run of the worker's blocks lies in the session's IO region.
+  uint64_t address(const block_runs::run& r) const noexcept;
 
   host::session& session_;
   host_backend_options options_;
+  host::worker* worker_ = nullptr;
   uint32_t slice_;
   uint32_t max_io_;
-  std::vector<std::unique_ptr<lane>> lanes_;
+  uint64_t region_base_ = 0;  // the worker's first slice
+  block_runs blocks_;         // the worker's IO memory, block by block
+  std::vector<uint32_t> free_slots_;
+  std::vector<host_io*> owner_;  // slot -> its io
   std::vector<std::unique_ptr<host_io>> ios_;
   std::vector<host_io*> free_ios_;
-  size_t next_lane_ = 0;
-  storage::unique_fd done_fd_;
-  std::mutex done_mutex_;
-  std::vector<host_io*> done_;  // under done_mutex_
+  std::vector<host_io*> done_;  // completed, not yet taken
 };
 
 }  // namespace zc::nbd

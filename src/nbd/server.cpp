@@ -66,6 +66,7 @@ server::server(backend& storage, server_options options)
   wake_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_) throw_errno("eventfd");
   for (int fd : {wake_.get(), storage_.completion_fd()}) {
+    if (fd < 0) continue;  // a backend that completes on the server's thread has no fd
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = tag_fd(fd);
@@ -78,6 +79,38 @@ server::~server() {
     if (!c->dead) close_connection(*c);
   }
   // ios still with the backend belong to it; their completions are never taken.
+  std::lock_guard lock(adopted_mutex_);
+  for (int fd : adopted_) ::close(fd);
+}
+
+void server::share_accepts_with(const std::vector<server*>& group) {
+  group_ = group;
+  for (server* s : group_) s->group_open_ = group_open_;
+}
+
+void server::adopt_connection(int fd) noexcept {
+  {
+    std::lock_guard lock(adopted_mutex_);
+    adopted_.push_back(fd);
+  }
+  const uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+}
+
+void server::take_adopted() {
+  {
+    std::lock_guard lock(adopted_mutex_);
+    adopting_.swap(adopted_);
+  }
+  for (int fd : adopting_) {
+    storage::unique_fd owned(fd);
+    if (draining_ || ended_) {
+      group_open_->fetch_sub(1, std::memory_order_relaxed);
+      continue;  // closed: this server no longer serves
+    }
+    add_connection(std::move(owned));
+  }
+  adopting_.clear();
 }
 
 void server::adopt_listener(int fd) {
@@ -157,174 +190,208 @@ void server::stop() noexcept {
 }
 
 void server::run() {
-  std::array<epoll_event, epoll_batch> events{};
-  std::vector<connection*> dirty;
-  auto mark = [&dirty](connection& c) {
-    if (!c.dirty) {
-      c.dirty = true;
-      dirty.push_back(&c);
+  while (step(-1).serving) {
+  }
+}
+
+void server::mark(connection& c) {
+  if (!c.dirty) {
+    c.dirty = true;
+    dirty_.push_back(&c);
+  }
+}
+
+void server::let_waiters_on() {
+  memory_freed_ = false;
+  const bool any_waiting = !wanting_.empty() || !lock_waiting_.empty();
+  if (lock_released_) retry_lock_waiting();
+  if (!wanting_.empty()) retry_waiting();
+  if (any_waiting)
+    for (auto& [p, c] : connections_) mark(*c);
+}
+
+server::pass_result server::step(int wait_ms) {
+  if (ended_) return {.serving = false};
+  now_ = clock_type::now();
+  const int next_deadline_ms = close_expired();  // first: nothing is dirty yet, so it may reap
+  // A connection closed for a deadline may have let go of what others wait for: no readiness
+  // event would tell.
+  if (memory_freed_ || lock_released_) let_waiters_on();
+  if (!paused_listeners_.empty() && clock_type::now() >= resume_accepting_at_) {
+    for (int fd : paused_listeners_) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = tag_fd(fd);
+      (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
     }
-  };
-  // Memory or edge blocks let go (a reply sent, a connection closed, a write answered): the
-  // requests waiting for them go on, and the connections that stopped reading for them read again.
-  auto let_waiters_on = [&] {
-    memory_freed_ = false;
-    const bool any_waiting = !wanting_.empty() || !lock_waiting_.empty();
-    if (lock_released_) retry_lock_waiting();
-    if (!wanting_.empty()) retry_waiting();
-    if (any_waiting)
-      for (auto& [p, c] : connections_) mark(*c);
-  };
-  bool draining = false;
-  clock_type::time_point drain_deadline{};
-  for (;;) {
-    now_ = clock_type::now();
-    const int next_deadline_ms = close_expired();  // first: nothing is dirty yet, so it may reap
-    // A connection closed for a deadline may have let go of what others wait for: no readiness
-    // event would tell.
-    if (memory_freed_ || lock_released_) let_waiters_on();
-    if (!paused_listeners_.empty() && clock_type::now() >= resume_accepting_at_) {
-      for (int fd : paused_listeners_) {
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.u64 = tag_fd(fd);
-        (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
-      }
-      paused_listeners_.clear();
-    }
-    if (stopping() && !draining) {
-      draining = true;
-      drain_deadline = clock_type::now() + options_.drain_timeout;
-      for (auto& l : listeners_) (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.get(), nullptr);
-      listeners_.clear();
-      paused_listeners_.clear();
-      // Requests still waiting for memory are answered at once; nothing new is read.
-      reserved_ = nullptr;
-      while (!wanting_.empty()) {
-        connection* c = wanting_.front();
-        wanting_.pop_front();
-        while (!c->dead && !c->wants.empty()) {
-          const uint32_t index = c->wants.front();
-          c->wants.pop_front();
-          if (c->blocked && c->at == connection::phase::payload && c->receiving == index) {
-            c->blocked = false;
-            close_connection(*c);  // mid-WRITE: its payload will never be read
-          } else {
-            c->requests[index].at = request::stage::idle;
-            finish(*c, index, static_cast<uint32_t>(error_code::eshutdown));
-          }
-        }
-        c->wants.clear();
-        recount(*c);
-        mark(*c);
-      }
-      // So are writes waiting for a block an unaligned one holds.
-      while (!lock_waiting_.empty()) {
-        auto [c, index] = lock_waiting_.front();
-        lock_waiting_.pop_front();
-        request& r = c->requests[index];
-        if (c->blocked) {
-          close_connection(*c);  // mid-WRITE: its payload will never be read
-        } else {
-          if (r.x != nullptr) release_io(*r.x);  // a write whose payload was in, never sent
-          r.x = nullptr;
-          r.at = request::stage::idle;
-          finish(*c, index, static_cast<uint32_t>(error_code::eshutdown));
-        }
-        mark(*c);
-      }
-      // A handshaking client's next option is answered ERR_SHUTDOWN (proto.md) while the drain
-      // lasts; one in the middle of its TLS handshake cannot be answered and is closed.
-      for (auto& [p, c] : connections_) {
-        if (!c->transmission && !c->dead && c->at == connection::phase::tls) {
-          if (c->tls != nullptr) ++counters_.tls_failures;
-          close_connection(*c);
-        }
-        mark(*c);
-      }
-    }
-    if (draining) {
-      bool busy = ios_outstanding_ != 0;
-      for (auto& [p, c] : connections_)
-        if (!c->dead && !c->out.empty()) busy = true;
-      if (!busy || clock_type::now() >= drain_deadline) break;
-    }
-    int timeout_ms = draining ? 50 : next_deadline_ms;
-    if (!paused_listeners_.empty())
-      timeout_ms = timeout_ms < 0 ? static_cast<int>(accept_pause.count())
-                                  : std::min(timeout_ms, static_cast<int>(accept_pause.count()));
-    if (!dirty.empty()) timeout_ms = 0;  // work is waiting: only look for events
-    const int n = ::epoll_wait(epoll_.get(), events.data(), epoll_batch, timeout_ms);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_errno("epoll_wait");
-    }
-    now_ = clock_type::now();
-    for (int i = 0; i < n; ++i) {
-      const uint64_t tag = events[i].data.u64;
-      if ((tag & 1) == 0) {
-        auto* c = reinterpret_cast<connection*>(tag);
-        if (!c->dead) on_event(*c, events[i].events);
-        mark(*c);
-        continue;
-      }
-      const int fd = static_cast<int>(tag >> 1);
-      if (fd == wake_.get()) {
-        uint64_t v;
-        (void)!::read(fd, &v, sizeof v);
-      } else if (fd == storage_.completion_fd()) {
-        completed_.clear();
-        storage_.take_completions(completed_);
-        for (io* x : completed_) {
-          --ios_outstanding_;
-          auto* c = static_cast<connection*>(x->owner);
-          on_io_done(*c, static_cast<uint32_t>(x->tag), *x);
-          mark(*c);
-        }
-        if (lock_released_) retry_lock_waiting();
-        retry_waiting();
-        // Memory came back: connections blocked on it may read again.
-        for (auto& [p, c] : connections_) mark(*c);
-      } else {
-        accept_from(fd);
-        for (auto& [p, c] : connections_)
-          if (!c->dirty) mark(*c);
-      }
-    }
-    // Replies out, input processed again where reading is allowed once more, interest updated.
-    while (!dirty.empty()) {
-      std::vector<connection*> now;
-      now.swap(dirty);
-      for (connection* c : now) c->dirty = false;
-      for (connection* c : now) {
-        bool more = false;  // input left that the last round made progress on
-        for (int round = 0; round < 4 && !c->dead; ++round) {
-          flush_output(*c);
-          more = false;
-          if (!c->dead && c->buffered() == 0 && c->tls_pending() && reading_allowed(*c))
-            on_readable(*c);
-          if (c->dead || !reading_allowed(*c) || c->buffered() == 0) break;
-          const size_t before = c->buffered();
-          if (!process_input(*c)) break;
-          if (c->buffered() == before) break;
-          more = true;
-        }
-        if (!c->dead) flush_output(*c);
-        if (!c->dead) update_interest(*c);
-        // Its turn is over, not its input: served again after the others (a pipelined burst
-        // already read from the socket gets no new readiness event).
-        if (more && !c->dead && (c->buffered() != 0 || c->tls_pending()) && reading_allowed(*c))
-          mark(*c);
-        reap(*c);
-      }
-      if (dirty.empty() && (memory_freed_ || lock_released_)) let_waiters_on();
+    paused_listeners_.clear();
+  }
+  bool busy = false;
+  if (stopping() && !draining_) {
+    begin_drain();
+    busy = true;
+  }
+  if (draining_) {
+    bool left = ios_outstanding_ != 0;
+    for (auto& [p, c] : connections_)
+      if (!c->dead && !c->out.empty()) left = true;
+    if (!left || clock_type::now() >= drain_deadline_) {
+      end_serving();
+      return {.serving = false, .busy = true};
     }
   }
-  // Whatever is left (a drain that ran out of time) is closed; ios still with the backend stay
-  // its own.
+  int timeout_ms = draining_ ? 50 : next_deadline_ms;
+  if (!paused_listeners_.empty())
+    timeout_ms = timeout_ms < 0 ? static_cast<int>(accept_pause.count())
+                                : std::min(timeout_ms, static_cast<int>(accept_pause.count()));
+  next_wake_ =
+      timeout_ms < 0 ? clock_type::time_point::max() : now_ + std::chrono::milliseconds(timeout_ms);
+  if (!dirty_.empty() || storage_.has_completions()) timeout_ms = 0;  // work is waiting
+  if (wait_ms >= 0) timeout_ms = timeout_ms < 0 ? wait_ms : std::min(timeout_ms, wait_ms);
+  std::array<epoll_event, epoll_batch> events;
+  const int n = ::epoll_wait(epoll_.get(), events.data(), epoll_batch, timeout_ms);
+  if (n < 0) {
+    if (errno == EINTR) return {.serving = true, .busy = busy};
+    throw_errno("epoll_wait");
+  }
+  busy |= n > 0;
+  now_ = clock_type::now();
+  for (int i = 0; i < n; ++i) {
+    const uint64_t tag = events[i].data.u64;
+    if ((tag & 1) == 0) {
+      auto* c = reinterpret_cast<connection*>(tag);
+      if (!c->dead) on_event(*c, events[i].events);
+      mark(*c);
+      continue;
+    }
+    const int fd = static_cast<int>(tag >> 1);
+    if (fd == wake_.get()) {
+      uint64_t v;
+      (void)!::read(fd, &v, sizeof v);
+      take_adopted();
+    } else if (fd == storage_.completion_fd()) {
+      take_completions_now();
+    } else {
+      accept_from(fd);
+      for (auto& [p, c] : connections_)
+        if (!c->dirty) mark(*c);
+    }
+  }
+  if (storage_.has_completions()) {
+    take_completions_now();
+    busy = true;
+  }
+  busy |= !dirty_.empty();
+  serve_dirty();
+  return {.serving = true, .busy = busy};
+}
+
+void server::take_completions_now() {
+  completed_.clear();
+  storage_.take_completions(completed_);
+  for (io* x : completed_) {
+    --ios_outstanding_;
+    auto* c = static_cast<connection*>(x->owner);
+    on_io_done(*c, static_cast<uint32_t>(x->tag), *x);
+    mark(*c);
+  }
+  if (lock_released_) retry_lock_waiting();
+  retry_waiting();
+  // Memory came back: connections blocked on it may read again.
+  for (auto& [p, c] : connections_) mark(*c);
+}
+
+// Replies out, input processed again where reading is allowed once more, interest updated.
+void server::serve_dirty() {
+  while (!dirty_.empty()) {
+    serving_now_.swap(dirty_);
+    for (connection* c : serving_now_) c->dirty = false;
+    for (connection* c : serving_now_) {
+      bool more = false;  // input left that the last round made progress on
+      for (int round = 0; round < 4 && !c->dead; ++round) {
+        flush_output(*c);
+        more = false;
+        if (!c->dead && c->buffered() == 0 && c->tls_pending() && reading_allowed(*c))
+          on_readable(*c);
+        if (c->dead || !reading_allowed(*c) || c->buffered() == 0) break;
+        const size_t before = c->buffered();
+        if (!process_input(*c)) break;
+        if (c->buffered() == before) break;
+        more = true;
+      }
+      if (!c->dead) flush_output(*c);
+      if (!c->dead) update_interest(*c);
+      // Its turn is over, not its input: served again after the others (a pipelined burst
+      // already read from the socket gets no new readiness event).
+      if (more && !c->dead && (c->buffered() != 0 || c->tls_pending()) && reading_allowed(*c))
+        mark(*c);
+      reap(*c);
+    }
+    serving_now_.clear();
+    if (dirty_.empty() && (memory_freed_ || lock_released_)) let_waiters_on();
+  }
+}
+
+void server::begin_drain() {
+  draining_ = true;
+  drain_deadline_ = clock_type::now() + options_.drain_timeout;
+  for (auto& l : listeners_) (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.get(), nullptr);
+  listeners_.clear();
+  paused_listeners_.clear();
+  take_adopted();  // closed: nothing new is served
+  // Requests still waiting for memory are answered at once; nothing new is read.
+  reserved_ = nullptr;
+  while (!wanting_.empty()) {
+    connection* c = wanting_.front();
+    wanting_.pop_front();
+    while (!c->dead && !c->wants.empty()) {
+      const uint32_t index = c->wants.front();
+      c->wants.pop_front();
+      if (c->blocked && c->at == connection::phase::payload && c->receiving == index) {
+        c->blocked = false;
+        close_connection(*c);  // mid-WRITE: its payload will never be read
+      } else {
+        c->requests[index].at = request::stage::idle;
+        finish(*c, index, static_cast<uint32_t>(error_code::eshutdown));
+      }
+    }
+    c->wants.clear();
+    recount(*c);
+    mark(*c);
+  }
+  // So are writes waiting for a block an unaligned one holds.
+  while (!lock_waiting_.empty()) {
+    auto [c, index] = lock_waiting_.front();
+    lock_waiting_.pop_front();
+    request& r = c->requests[index];
+    if (c->blocked) {
+      close_connection(*c);  // mid-WRITE: its payload will never be read
+    } else {
+      if (r.x != nullptr) release_io(*r.x);  // a write whose payload was in, never sent
+      r.x = nullptr;
+      r.at = request::stage::idle;
+      finish(*c, index, static_cast<uint32_t>(error_code::eshutdown));
+    }
+    mark(*c);
+  }
+  // A handshaking client's next option is answered ERR_SHUTDOWN (proto.md) while the drain
+  // lasts; one in the middle of its TLS handshake cannot be answered and is closed.
+  for (auto& [p, c] : connections_) {
+    if (!c->transmission && !c->dead && c->at == connection::phase::tls) {
+      if (c->tls != nullptr) ++counters_.tls_failures;
+      close_connection(*c);
+    }
+    mark(*c);
+  }
+}
+
+void server::end_serving() {
+  ended_ = true;
+  next_wake_ = clock_type::time_point::max();
   for (auto& [p, c] : connections_)
     if (!c->dead) close_connection(*c);
   std::erase_if(connections_, [](auto& e) { return e.second->in_flight == 0; });
+  dirty_.clear();
 }
 
 void server::accept_from(int listener) {
@@ -342,13 +409,14 @@ void server::accept_from(int listener) {
       resume_accepting_at_ = clock_type::now() + accept_pause;
       return;
     }
-    if (open_connections_ >= options_.max_connections) {
+    if (group_open_->load(std::memory_order_relaxed) >= options_.max_connections) {
       ++counters_.refused;
       if (counters_.refused == 1)
         ZC_LOG_WARN("nbd: more than {} connections: closing the extra ones",
                     options_.max_connections);
       continue;  // closed by unique_fd
     }
+    group_open_->fetch_add(1, std::memory_order_relaxed);
     const int one = 1;
     // Both fail harmlessly on a Unix socket.
     (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -357,31 +425,41 @@ void server::accept_from(int listener) {
       (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_KEEPINTVL, &keep_alive_interval_s, sizeof(int));
       (void)::setsockopt(fd.get(), IPPROTO_TCP, TCP_KEEPCNT, &keep_alive_count, sizeof(int));
     }
-    auto owned = std::make_unique<connection>();
-    connection& c = *owned;
-    c.fd = std::move(fd);
-    c.in.resize(input_capacity);
-    c.requests.resize(options_.max_in_flight);
-    c.free.reserve(options_.max_in_flight);
-    for (uint32_t i = options_.max_in_flight; i-- > 0;) c.free.push_back(i);
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = reinterpret_cast<uint64_t>(&c);
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c.fd.get(), &ev) != 0) {
-      ZC_LOG_WARN("nbd: epoll_ctl: {}", std::strerror(errno));
-      continue;
-    }
-    c.interest = EPOLLIN;
-    c.handshake_deadline = now_ + options_.handshake_timeout;
-    c.last_input = now_;
-    c.output_waits = now_;
-    reply greeting;
-    append_greeting(greeting.extra, handshake_flag::fixed_newstyle | handshake_flag::no_zeroes);
-    c.out.push_back(std::move(greeting));
-    ++open_connections_;
-    ++counters_.connections;
-    connections_.emplace(&c, std::move(owned));
+    server* to = group_.empty() ? this : group_[next_in_group_++ % group_.size()];
+    if (to == this)
+      add_connection(std::move(fd));
+    else
+      to->adopt_connection(fd.release());
   }
+}
+
+void server::add_connection(storage::unique_fd fd) {
+  auto owned = std::make_unique<connection>();
+  connection& c = *owned;
+  c.fd = std::move(fd);
+  c.in.resize(input_capacity);
+  c.requests.resize(options_.max_in_flight);
+  c.free.reserve(options_.max_in_flight);
+  for (uint32_t i = options_.max_in_flight; i-- > 0;) c.free.push_back(i);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = reinterpret_cast<uint64_t>(&c);
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c.fd.get(), &ev) != 0) {
+    ZC_LOG_WARN("nbd: epoll_ctl: {}", std::strerror(errno));
+    group_open_->fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+  c.interest = EPOLLIN;
+  c.handshake_deadline = now_ + options_.handshake_timeout;
+  c.last_input = now_;
+  c.output_waits = now_;
+  reply greeting;
+  append_greeting(greeting.extra, handshake_flag::fixed_newstyle | handshake_flag::no_zeroes);
+  c.out.push_back(std::move(greeting));
+  ++open_connections_;
+  ++counters_.connections;
+  connections_.emplace(&c, std::move(owned));
+  mark(c);
 }
 
 void server::on_event(connection& c, uint32_t events) {
@@ -664,7 +742,8 @@ void server::close_connection(connection& c) {
   }
   c.fd.reset();
   --open_connections_;
-  std::erase(wanting_, &c);
+  group_open_->fetch_sub(1, std::memory_order_relaxed);
+  erase(wanting_, &c);
   c.wants.clear();
   c.misses = 0;
   if (reserved_ == &c) reserved_ = nullptr;

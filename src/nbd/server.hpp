@@ -12,8 +12,15 @@
 //   s.listen_unix("/tmp/zc.sock");
 //   std::thread t([&] { s.run(); });  ...  s.stop();  t.join();
 //
-// Thread rules: run() on one thread; stop() and stopping() from any thread (stop() is
-// async-signal-safe); the listen_* calls before run().
+// Run to completion: instead of run() on a thread of its own, a server can be one more event
+// source of the progress engine that drives its backend's IO (server_source.hpp), so that a
+// request is read, submitted, completed and answered on one thread. Several such servers, one per
+// IO worker, share the listeners of the first: it accepts and hands each connection to the next
+// server of the group in turn, and max_connections counts the group's connections together.
+//
+// Thread rules: run() or step() on one thread; stop() and stopping() from any thread (stop() is
+// async-signal-safe); the listen_* calls and join() before serving; adopt_connection() from any
+// thread.
 #pragma once
 
 #include <atomic>
@@ -21,10 +28,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "core/ring.hpp"
 #include "nbd/backend.hpp"
 #include "storage/ipv4_endpoint.hpp"
 #include "storage/tls_psk.hpp"
@@ -100,6 +109,28 @@ class server {
   // Serves until stop(): then accepts nothing more, reads no more requests, lets the IO in flight
   // finish and its replies go out (bounded by drain_timeout), closes everything and returns.
   void run();
+  // One pass of run()'s loop: deadlines, the events ready (waiting for them at most `wait_ms`; 0
+  // never blocks, -1 as long as the next deadline allows), completions, replies. Returns whether
+  // the server still serves (false once a stop() has drained and everything is closed) and
+  // whether the pass did anything.
+  struct pass_result {
+    bool serving = true;
+    bool busy = false;
+  };
+  pass_result step(int wait_ms);
+  // Readable when step() has events to take (its sockets, the stop eventfd, an fd backend's
+  // completions).
+  int event_fd() const noexcept { return epoll_.get(); }
+  // When step() must run again at the latest, without any event (a deadline); max() if never.
+  std::chrono::steady_clock::time_point next_wake() const noexcept { return next_wake_; }
+
+  // Makes this server the acceptor of `group` (which may include it): each connection accepted
+  // goes to the group's servers in turn, and max_connections bounds them all together. Before any
+  // of them serves.
+  void share_accepts_with(const std::vector<server*>& group);
+  // A connection another server accepted; from any thread. Closed at once if this one stops.
+  void adopt_connection(int fd) noexcept;
+
   void stop() noexcept;
   bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
 
@@ -122,6 +153,17 @@ class server {
   struct reply;
 
   void accept_from(int listener);
+  void add_connection(storage::unique_fd fd);
+  void take_adopted();
+  void mark(connection& c);
+  // Memory or edge blocks let go (a reply sent, a connection closed, a write answered): the
+  // requests waiting for them go on, and the connections that stopped reading for them read again.
+  void let_waiters_on();
+  void begin_drain();
+  void take_completions_now();
+  void serve_dirty();
+  // After the drain: whatever is left is closed; ios still with the backend stay its own.
+  void end_serving();
   void on_event(connection& c, uint32_t events);
   void on_readable(connection& c);
   // The socket's bytes, through TLS once the connection has upgraded: recv/readv and sendmsg's
@@ -199,8 +241,23 @@ class server {
   std::atomic<bool> stop_{false};
   std::unordered_map<connection*, std::unique_ptr<connection>> connections_;
   uint32_t open_connections_ = 0;
+  // The open connections of this server's accept group (of this server alone without one):
+  // counted up by the acceptor, down by the server that closes one.
+  std::shared_ptr<std::atomic<uint32_t>> group_open_ = std::make_shared<std::atomic<uint32_t>>(0);
+  std::vector<server*> group_;  // the acceptor's: who gets the next connection
+  size_t next_in_group_ = 0;
+  std::mutex adopted_mutex_;
+  std::vector<int> adopted_;  // under adopted_mutex_: connections handed over, not yet taken
+  std::vector<int> adopting_;
+  // The loop's state between passes.
+  std::vector<connection*> dirty_;
+  std::vector<connection*> serving_now_;
+  bool draining_ = false;
+  bool ended_ = false;
+  std::chrono::steady_clock::time_point drain_deadline_{};
+  std::chrono::steady_clock::time_point next_wake_ = std::chrono::steady_clock::time_point::max();
   // Connections whose requests wait for an io (connection::wants), served in turn.
-  std::deque<connection*> wanting_;
+  core::ring<connection*> wanting_;
   // The connection whose next request was passed over max_misses times: ios go to it first.
   connection* reserved_ = nullptr;
   uint32_t contenders_ = 0;  // connections that hold an io or want one

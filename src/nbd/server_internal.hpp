@@ -12,7 +12,6 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -190,14 +189,14 @@ struct server::connection {
   uint64_t held_bytes = 0;
   uint32_t held_slots = 0;
   // Its requests waiting for an io, oldest first: they go in order, and only behind each other.
-  std::deque<uint32_t> wants;
+  core::ring<uint32_t> wants;
   // Passes in which memory came back and the backend still had none for wants.front().
   uint32_t misses = 0;
   bool contending = false;  // holds an io or wants one: counted in server::contenders_
   uint32_t receiving = 0;
   uint64_t payload_done = 0;
   bool blocked = false;  // a WRITE waits for memory for its payload: nothing more is read
-  std::deque<reply> out;
+  core::ring<reply> out;
   size_t out_sent = 0;  // bytes of out.front() already sent
   bool disc = false;    // NBD_CMD_DISC or ABORT: close once every reply is out
   bool dead = false;    // fd closed; kept until its IO in flight has completed

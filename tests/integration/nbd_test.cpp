@@ -61,7 +61,7 @@ std::vector<char> read_all(const fs::path& path) {
 }
 
 std::vector<std::string> nbd_argv(const pipeline& p, std::vector<std::string> extra,
-                                  int control_timeout = control_timeout_s) {
+                                  int control_timeout = control_timeout_s, uint32_t workers = 1) {
   std::vector<std::string> argv{binary("zcstore_nbd"),
                                 "-d",
                                 "auto",
@@ -71,7 +71,7 @@ std::vector<std::string> nbd_argv(const pipeline& p, std::vector<std::string> ex
                                 p.channel(),
                                 "--control-timeout",
                                 std::to_string(control_timeout)};
-  for (auto& f : cpu_flags(1)) argv.push_back(f);
+  for (auto& f : cpu_flags(workers)) argv.push_back(f);
   for (auto& e : extra) argv.push_back(std::move(e));
   return argv;
 }
@@ -83,15 +83,19 @@ class nbd_pipeline : public ::testing::Test {
     fs::create_directories(dir_);
     socket_ = (dir_ / "sock").string();
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    nbd.reset();  // ended first: it unlinks its socket on the way out
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
 
   // Target and service, then zcstore_nbd on the Unix socket.
   bool start(pipeline& p, std::vector<std::string> extra = {},
-             int control_timeout = control_timeout_s) {
+             int control_timeout = control_timeout_s, uint32_t workers = 1) {
     if (!p.start_target() || !p.start_service()) return false;
     std::vector<std::string> flags{"--socket", socket_};
     for (auto& f : extra) flags.push_back(f);
-    nbd = std::make_unique<subprocess>(nbd_argv(p, flags, control_timeout));
+    nbd = std::make_unique<subprocess>(nbd_argv(p, flags, control_timeout, workers));
     return nbd->wait_for_output("serving NBD on " + socket_, start_timeout);
   }
   std::string uri() const { return "nbd+unix:///?socket=" + socket_; }
@@ -150,6 +154,37 @@ TEST_F(nbd_pipeline, clients_copy_convert_and_verify_through_the_zero_copy_pipel
   EXPECT_EQ(p.target->wait(start_timeout), std::optional<int>(0)) << output(p);
   EXPECT_NE(nbd->output().find("0 IO errors"), std::string::npos) << nbd->output();
   EXPECT_FALSE(fs::exists(socket_));
+}
+
+// Two IO workers, each running its own connections to completion: nbdcopy's four connections
+// are spread over both, and every byte comes back whichever worker wrote it and whichever reads.
+TEST_F(nbd_pipeline, two_workers_share_the_connections_and_every_byte_comes_back) {
+  if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy is not installed";
+  pipeline p({.workers = 2, .block_count = nbd_blocks});
+  ASSERT_TRUE(start(p, {}, control_timeout_s, 2)) << output(p);
+  const auto image = content_bytes(nbd_disk, 21);
+  const auto in = dir_ / "in.img";
+  {
+    std::ofstream f(in, std::ios::binary);
+    f.write(image.data(), static_cast<std::streamsize>(image.size()));
+  }
+  auto r = run_client({"nbdcopy", "--connections", "4", in.string(), uri()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  r = run_client({"nbdcopy", "--connections", "3", uri(), (dir_ / "out.img").string()});
+  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+  EXPECT_TRUE(read_all(dir_ / "out.img") == image) << "nbdcopy read back other bytes";
+  nbd->signal(SIGTERM);
+  EXPECT_EQ(nbd->wait(start_timeout), std::optional<int>(0)) << output(p);
+  // In turn: with more than one connection in all, each worker served some.
+  const std::string out = nbd->output();
+  const std::string said = "connections per worker thread: ";
+  const auto at = out.find(said);
+  ASSERT_NE(at, std::string::npos) << out;
+  unsigned first = 0, second = 0;
+  ASSERT_EQ(std::sscanf(out.c_str() + at + said.size(), "%u, %u", &first, &second), 2) << out;
+  EXPECT_GE(first, 1u) << out;
+  EXPECT_GE(second, 1u) << out;
+  EXPECT_NE(nbd->output().find("0 IO errors"), std::string::npos) << nbd->output();
 }
 
 TEST_F(nbd_pipeline, nbdinfo_starts_it_by_socket_activation) {

@@ -110,6 +110,7 @@ class memory_backend final : public backend {
     // Shuffled: among the completions not yet taken, this one goes anywhere.
     const size_t at = shuffle_ ? static_cast<size_t>(rng_() % (done_.size() + 1)) : done_.size();
     done_.insert(done_.begin() + static_cast<ptrdiff_t>(at), &x);
+    if (same_thread_) return;  // the server looks at has_completions() after its pass
     const uint64_t one = 1;
     (void)!::write(fd_, &one, sizeof one);
   }
@@ -119,7 +120,8 @@ class memory_backend final : public backend {
     free_.push_back(reinterpret_cast<slot*>(&x));
   }
 
-  int completion_fd() const noexcept override { return fd_; }
+  int completion_fd() const noexcept override { return same_thread_ ? -1 : fd_; }
+  bool has_completions() const noexcept override { return same_thread_ && !done_.empty(); }
   void take_completions(std::vector<io*>& out) override {
     uint64_t v;
     (void)!::read(fd_, &v, sizeof v);
@@ -142,6 +144,9 @@ class memory_backend final : public backend {
   // Before the server starts: no io over `bytes` is given, however much memory is free (as
   // memory in pieces too small for it).
   void fragment(uint32_t bytes) { largest_ = bytes; }
+  // Before the server starts: completions are announced by has_completions(), not by an fd, as
+  // by a backend on the server's own thread (host_backend run to completion). Not with holding.
+  void complete_on_server_thread() { same_thread_ = true; }
   // Before the server starts: ios complete only when let_go() says so.
   void hold_completions() { hold_ = true; }
   // From any thread: completes the n ios submitted first among those held. Returns how many.
@@ -195,6 +200,7 @@ class memory_backend final : public backend {
   uint32_t max_io_;
   uint32_t segment_;
   bool read_only_;
+  bool same_thread_ = false;
   std::vector<slot> ios_;
   std::vector<slot*> free_;
   std::mutex mutex_;
