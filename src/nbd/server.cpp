@@ -286,6 +286,14 @@ server::pass_result server::step(int wait_ms) {
   return {.serving = true, .busy = busy};
 }
 
+bool server::serve_completions() {
+  if (ended_ || !storage_.has_completions()) return false;
+  now_ = clock_type::now();
+  take_completions_now();
+  serve_dirty();
+  return true;
+}
+
 void server::take_completions_now() {
   completed_.clear();
   storage_.take_completions(completed_);

@@ -118,6 +118,9 @@ class server {
     bool busy = false;
   };
   pass_result step(int wait_ms);
+  // The part of a pass that completions need: a backend on this thread completed ios, their
+  // replies go out now (no events are read). Returns whether there were any.
+  bool serve_completions();
   // Readable when step() has events to take (its sockets, the stop eventfd, an fd backend's
   // completions).
   int event_fd() const noexcept { return epoll_.get(); }

@@ -24,8 +24,18 @@ class server_source final : public core::event_source {
  public:
   explicit server_source(server& s) noexcept : server_(s) {}
 
-  size_t poll() override { return pass(); }
-  size_t pass_end() override { return pass(); }
+  size_t poll() override {
+    return guarded([this] {
+      const auto r = server_.step(0);
+      if (!r.serving) finished_.store(true, std::memory_order_release);
+      return r.busy;
+    });
+  }
+  // After the completions of the engine's pass: the replies they make go out in the same pass,
+  // without reading events again.
+  size_t pass_end() override {
+    return guarded([this] { return server_.serve_completions(); });
+  }
   int wait_fd() const override { return finished() ? -1 : server_.event_fd(); }
   core::steady_clock::time_point next_deadline() const override {
     return finished() ? core::steady_clock::time_point::max() : server_.next_wake();
@@ -39,12 +49,12 @@ class server_source final : public core::event_source {
   }
 
  private:
-  size_t pass() noexcept {
+  // A server that throws serves nothing more: the owner finds why in failure().
+  template <typename Pass>
+  size_t guarded(Pass pass) noexcept {
     if (finished_.load(std::memory_order_relaxed)) return 0;
     try {
-      const auto r = server_.step(0);
-      if (!r.serving) finished_.store(true, std::memory_order_release);
-      return r.busy ? 1 : 0;
+      return pass() ? 1 : 0;
     } catch (...) {
       failure_ = std::current_exception();
       finished_.store(true, std::memory_order_release);
