@@ -103,6 +103,9 @@ class gga_worker {
   // most `bytes_per_second` of blocks, rewriting the bad or missing ones (a replacement target's),
   // while the host's IOs go on. Progress in the log.
   void begin_rebuild(uint64_t first, uint64_t end, uint64_t bytes_per_second);
+  // Before the data path starts: discard and write zeroes are answered INVALID_VALUE for the
+  // session (the front end writes zeros as data), as a background rebuild will run.
+  void refuse_zeroing();
   bool rebuilding();
 
   // Format v2 volume labels (FORMATS.md §4.3), before the data path starts: reads the label of
