@@ -1026,6 +1026,11 @@ TEST(gga_pipeline, a_blank_replacement_target_is_rebuilt_in_the_background) {
                                " blocks checked, " + std::to_string(count) + " slots rewritten"),
       std::string::npos)
       << p.all_output();
+  // A session that rebuilds refuses discard and write zeroes (a repair could land between a
+  // zeroing's steps): INVALID_VALUE, and the front end writes zeros as data; nothing changed.
+  auto refused = h.io(io_discard, 7, 2 * gga_block_size, 0, 0);
+  ASSERT_TRUE(refused) << p.all_output();
+  EXPECT_EQ(refused->view().result(), status::invalid_value) << p.all_output();
   // Data 2 goes: every block now needs the rebuilt parity.
   p.targets[1]->signal(SIGKILL);
   ASSERT_TRUE(p.service->wait_for_output("serving degraded", run_timeout)) << p.all_output();
