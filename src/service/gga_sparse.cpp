@@ -95,7 +95,8 @@ void gga_worker::io_path::zero_step(transaction& t) noexcept {
       end = t.span_end;
     }
     if (at == end) continue;
-    const auto length = static_cast<uint32_t>(end - at);  // under 2^32: the host's io_size was
+    // Under 2^32: S < B, so the span is shorter than the host's io_size.
+    const auto length = static_cast<uint32_t>(end - at);
     begin_step(t);
     if (step != 0) std::memset(t.chunk, 0, length);
     for (uint32_t k = 0; k < gga_target_count; ++k)
