@@ -637,11 +637,29 @@ TEST_P(zeroed_blocks, read_as_zeros_on_every_path) {
         }
       }
     };
+    // The map of blocks 0 to 15 (the union of the live targets' maps): the blocks that hold data
+    // are allocated, and 3 and 4, whose entries lie in the whole target blocks the first discard
+    // zeroed, are not (the others zeroed share a target block with the zeros written at their
+    // range's ends).
+    auto expect_map = [&](const char* when) {
+      SCOPED_TRACE(when);
+      const uint64_t at = uint64_t(b) * count;
+      std::memset(h.region().data() + at, 0xFF, 2);
+      auto r = h.io(io_allocation_map, 4000, 2, at, 0);
+      ASSERT_TRUE(r) << p.all_output();
+      ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+      const uint8_t* bits = h.region().data() + at;
+      for (uint32_t j : {0u, 1u, 6u, 7u, 8u, 11u, 12u, 14u, 15u})
+        EXPECT_EQ(bits[j / 8] >> (j % 8) & 1, 1) << "block " << j;
+      for (uint32_t j : {3u, 4u}) EXPECT_EQ(bits[j / 8] >> (j % 8) & 1, 0) << "block " << j;
+    };
     ASSERT_NO_FATAL_FAILURE(read_each("all three targets"));
+    ASSERT_NO_FATAL_FAILURE(expect_map("all three targets"));
     p.targets[GetParam()]->signal(SIGKILL);
     ASSERT_TRUE(p.service->wait_for_output("writes go to the two others", run_timeout))
         << p.all_output();
     ASSERT_NO_FATAL_FAILURE(read_each("a target lost"));
+    ASSERT_NO_FATAL_FAILURE(expect_map("a target lost"));
     for (uint32_t type : {io_discard, io_write_zeroes}) {
       auto r = h.io(type, 3000 + type, 2 * b, 0, 0);
       ASSERT_TRUE(r) << p.all_output();
