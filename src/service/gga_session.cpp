@@ -166,6 +166,10 @@ message gga_session::on_start(const message& request) {
     replaced = check_volume();
   else
     refuse_v2_volume();
+  // A rebuild rewrites slots from what it read: one that lands between the steps of a zeroing
+  // would leave a block with a written slot beside blank ones (gga_sparse.cpp).
+  if (replaced != 0 && options_.rebuild_rate_mib != 0)
+    for (const auto& w : workers_) w->refuse_zeroing();
   workers_.start(client_, options_.control_timeout);
   ZC_LOG_INFO("data path started on {} workers", workers_.size());
   if (replaced != 0) begin_rebuild(replaced);

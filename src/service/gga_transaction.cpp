@@ -1,7 +1,8 @@
 // A transaction of gga_worker::io_path from the host's request to its reply: the request checked
 // and planned, its blocks one after the other (each read in gga_read.cpp, each write in
-// gga_write.cpp), a flush fanned out; each step's requests to the storage targets, their
-// responses, and settle(), which moves the transaction on once a step is complete.
+// gga_write.cpp), a flush fanned out, a discard, write zeroes or allocation map (gga_sparse.cpp);
+// each step's requests to the storage targets, their responses, and settle(), which moves the
+// transaction on once a step is complete.
 #include "service/internal/gga_io_path.hpp"
 
 #include <bit>
@@ -87,12 +88,11 @@ void gga_worker::io_path::on_host_request(transaction& t) noexcept {
       return;
     case io_message_type::discard:
     case io_message_type::write_zeroes:
+      // zcstore's sparse types (DESIGN §2, FORMATS §2.1): gga_sparse.cpp.
+      begin_zeroing(t, msg.io_size(), msg.storage_offset());
+      return;
     case io_message_type::allocation_map:
-      // zcstore's sparse types (DESIGN §2) are not served over erasure-coded stripes yet: answered
-      // INVALID_VALUE as a reference target would, and the front end falls back (not an error).
-      ZC_LOG_DEBUG("worker {}: IO type {} is not served by the gga pipeline", cpu_,
-                   static_cast<uint32_t>(msg.type()));
-      finish(t, status::invalid_value);
+      begin_map(t, msg.io_size(), msg.requester_offset(), msg.storage_offset());
       return;
     default:
       fail(t, "IO of an unknown type refused", status::invalid_value);
@@ -301,6 +301,14 @@ void gga_worker::io_path::settle(transaction& t) noexcept {
     // goes uncounted.
     t.result = status::success;
     finish_repair(t);
+    return;
+  }
+  if (t.op == operation::zero) {
+    zero_settled(t);
+    return;
+  }
+  if (t.op == operation::map) {
+    map_settled(t);
     return;
   }
   if (!ok(t.result)) {

@@ -551,6 +551,10 @@ void gga_worker::begin_rebuild(uint64_t first, uint64_t end, uint64_t bytes_per_
   });
 }
 
+void gga_worker::refuse_zeroing() {
+  host_.call([](io_path& io) { io.refuse_zeroing(); });
+}
+
 bool gga_worker::rebuilding() {
   return host_.call([](io_path& io) { return io.rebuild_running(); });
 }

@@ -6,13 +6,15 @@
 // checked in image format v2 (FORMATS.md §4.3, falling back to the stripe's other pairs and
 // rewriting a bad slot), then LZ4 decompression (or a copy, for a raw block) straight into the
 // host's pages; or DMA from the host, crc32c, LZ4 compression (raw when it does not fit), EC
-// create and three slot writes; or a flush fanned out to the three targets. An error fails that
-// transaction (its reply carries the status), never the worker. A target that fails or stops
-// answering is lost for the session: reads go on degraded (the missing half rebuilt through EC);
-// v2 writes go on to the two others, v1 writes are refused with not_connected so that no stripe
-// is left half-written. One more transaction per worker serves the background rebuild.
+// create and three slot writes; or a flush fanned out to the three targets; or, in v2, a discard
+// or write zeroes (the blocks' slots blanked on the three) or an allocation map (the union of the
+// targets' maps). An error fails that transaction (its reply carries the status), never the
+// worker. A target that fails or stops answering is lost for the session: reads go on degraded
+// (the missing half rebuilt through EC); v2 writes go on to the two others, v1 writes are
+// refused with not_connected so that no stripe is left half-written. One more transaction per
+// worker serves the background rebuild.
 // The engine-thread half is service/internal/gga_io_path.hpp, its flows in gga_transaction.cpp,
-// gga_read.cpp, gga_write.cpp and gga_rebuild.cpp.
+// gga_read.cpp, gga_write.cpp, gga_rebuild.cpp and gga_sparse.cpp.
 // Thread rules: as zero_copy_worker: the public methods are for the control thread and run their
 // work on the worker's thread with a bound.
 #pragma once
@@ -103,6 +105,9 @@ class gga_worker {
   // most `bytes_per_second` of blocks, rewriting the bad or missing ones (a replacement target's),
   // while the host's IOs go on. Progress in the log.
   void begin_rebuild(uint64_t first, uint64_t end, uint64_t bytes_per_second);
+  // Before the data path starts: discard and write zeroes are answered INVALID_VALUE for the
+  // session (the front end writes zeros as data), as a background rebuild will run.
+  void refuse_zeroing();
   bool rebuilding();
 
   // Format v2 volume labels (FORMATS.md §4.3), before the data path starts: reads the label of

@@ -8,10 +8,12 @@
 // mode and is SIGKILLed if still running when the test ends.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <utility>
 
 #include "accel/gga_format.hpp"
 #include "integration/comch_host.hpp"
@@ -586,6 +588,177 @@ TEST_P(degraded_write, writes_go_on_to_the_two_targets_left_and_read_back) {
 INSTANTIATE_TEST_SUITE_P(gga_pipeline, degraded_write, ::testing::Values(size_t(0), size_t(2)),
                          [](const auto& info) { return info.param == 2 ? "parity" : "data_1"; });
 
+constexpr auto io_discard = static_cast<uint32_t>(storage::io_message_type::discard);
+constexpr auto io_write_zeroes = static_cast<uint32_t>(storage::io_message_type::write_zeroes);
+constexpr auto io_allocation_map = static_cast<uint32_t>(storage::io_message_type::allocation_map);
+
+// Format v2: a discard or write zeroes blanks every slot of its blocks on the three targets, so
+// they read as zeros on every path: regular reads, recovery reads that rebuild either data half,
+// and reads with each target lost in turn; the blocks beside them keep their bytes. Ranges with
+// whole target blocks inside (zeroed by the targets) and a block under two target blocks (zeros
+// written) alike. With a target lost, both types are refused (INVALID_VALUE: the front end
+// writes zeros as data) and change nothing.
+class zeroed_blocks : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(zeroed_blocks, read_as_zeros_on_every_path) {
+  constexpr uint32_t b = gga_block_size;
+  constexpr uint32_t count = 16;
+  gga_pipeline p({.recovery_every_n = 2});
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  std::vector<char> expected = content_bytes(uint64_t(b) * count, 51);
+  {
+    host h(p.channel(), {b, v2_blocks()});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    std::memcpy(h.region().data(), expected.data(), expected.size());
+    ASSERT_NO_FATAL_FAILURE(expect_io(p, h, io_write, 0, count));
+    auto zero = [&](uint32_t type, uint32_t first, uint32_t n) {
+      auto r = h.io(type, 2000 + first, n * b, 0, uint64_t(first) * b);
+      ASSERT_TRUE(r) << p.all_output();
+      ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+      std::memset(expected.data() + uint64_t(first) * b, 0, uint64_t(n) * b);
+    };
+    ASSERT_NO_FATAL_FAILURE(zero(io_discard, 2, 4));
+    ASSERT_NO_FATAL_FAILURE(zero(io_write_zeroes, 9, 2));
+    ASSERT_NO_FATAL_FAILURE(zero(io_discard, 13, 1));
+    // Every block read four times on its own: with a recovery read every 2nd block read, each is
+    // read from both data halves and rebuilt from either.
+    auto read_each = [&](const char* when) {
+      SCOPED_TRACE(when);
+      for (uint32_t j = 0; j < count; ++j) {
+        for (int i = 0; i < 4; ++i) {
+          std::memset(h.region().data() + uint64_t(j) * b, 0x5A, b);
+          ASSERT_NO_FATAL_FAILURE(expect_io(p, h, io_read, j, 1, uint64_t(j) * b));
+          ASSERT_EQ(std::memcmp(h.region().data() + uint64_t(j) * b,
+                                expected.data() + uint64_t(j) * b, b),
+                    0)
+              << "block " << j << "\n"
+              << p.all_output();
+        }
+      }
+    };
+    // The map of blocks 0 to 15 (the union of the live targets' maps): the blocks that hold data
+    // are allocated, and 3 and 4, whose entries lie in the whole target blocks the first discard
+    // zeroed, are not (the others zeroed share a target block with the zeros written at their
+    // range's ends).
+    auto expect_map = [&](const char* when) {
+      SCOPED_TRACE(when);
+      const uint64_t at = uint64_t(b) * count;
+      std::memset(h.region().data() + at, 0xFF, 2);
+      auto r = h.io(io_allocation_map, 4000, 2, at, 0);
+      ASSERT_TRUE(r) << p.all_output();
+      ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+      const uint8_t* bits = h.region().data() + at;
+      for (uint32_t j : {0u, 1u, 6u, 7u, 8u, 11u, 12u, 14u, 15u})
+        EXPECT_EQ(bits[j / 8] >> (j % 8) & 1, 1) << "block " << j;
+      for (uint32_t j : {3u, 4u}) EXPECT_EQ(bits[j / 8] >> (j % 8) & 1, 0) << "block " << j;
+    };
+    ASSERT_NO_FATAL_FAILURE(read_each("all three targets"));
+    ASSERT_NO_FATAL_FAILURE(expect_map("all three targets"));
+    p.targets[GetParam()]->signal(SIGKILL);
+    ASSERT_TRUE(p.service->wait_for_output("writes go to the two others", run_timeout))
+        << p.all_output();
+    ASSERT_NO_FATAL_FAILURE(read_each("a target lost"));
+    ASSERT_NO_FATAL_FAILURE(expect_map("a target lost"));
+    for (uint32_t type : {io_discard, io_write_zeroes}) {
+      auto r = h.io(type, 3000 + type, 2 * b, 0, 0);
+      ASSERT_TRUE(r) << p.all_output();
+      EXPECT_EQ(r->view().result(), status::invalid_value) << p.all_output();
+    }
+    ASSERT_NO_FATAL_FAILURE(read_each("zeroing refused"));
+  }
+  p.service->signal(SIGINT);
+  EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  const std::string svc = p.service->output();
+  EXPECT_NE(svc.find("| Unrecoverable reads: 0\n"), std::string::npos) << svc;
+}
+
+INSTANTIATE_TEST_SUITE_P(gga_pipeline, zeroed_blocks,
+                         ::testing::Values(size_t(0), size_t(1), size_t(2)), [](const auto& info) {
+                           return info.param == 0   ? std::string("data_1")
+                                  : info.param == 1 ? std::string("data_2")
+                                                    : std::string("parity");
+                         });
+
+// The allocation map of a fresh volume (blank targets): the union of the three targets' maps of
+// the blocks' entries, one bit per block from the storage offset asked for, written into the
+// host's region. Every block written is allocated; a block's entries may share a target block
+// with a written slot beside it (S = H + 16: data_1's and the parity's entry with the end of the
+// slot before, data_2's with the start of the slot after), so the blocks next to a written one
+// may be reported too, never one further away; bits past the last block are 0. Blocks whose
+// entries lie in the whole target blocks a discard zeroed are unallocated again.
+TEST(gga_pipeline, the_allocation_map_shows_the_blocks_written) {
+  constexpr uint32_t b = gga_block_size;
+  gga_pipeline p({});
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  const uint32_t blocks = v2_blocks();
+  ASSERT_GT(blocks, 60u);
+  const std::vector<uint32_t> written{0, 1, 7, 20, 21, 22, 23, 24, 25, 40, blocks - 1};
+  const std::vector<char> data = content_bytes(b, 61);
+  {
+    host h(p.channel(), {b, blocks});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    std::memcpy(h.region().data(), data.data(), b);
+    for (uint32_t j : written) ASSERT_NO_FATAL_FAILURE(expect_io(p, h, io_write, j, 1));
+    const uint64_t at = uint64_t(b) * 8;  // where the bitmap lands in the host's region
+    // The map of `bytes` bytes from block `first`; bit i of the answer is block first + i.
+    auto map = [&](uint64_t first, uint32_t bytes) {
+      std::vector<bool> bits;
+      std::memset(h.region().data() + at, 0xFF, bytes);
+      auto r = h.io(io_allocation_map, 4000 + first, bytes, at, first * b);
+      EXPECT_TRUE(r) << p.all_output();
+      if (!r) return bits;
+      EXPECT_EQ(r->view().result(), status::success) << p.all_output();
+      for (uint32_t i = 0; i < bytes * 8; ++i)
+        bits.push_back((h.region().data()[at + i / 8] >> (i % 8) & 1) != 0);
+      return bits;
+    };
+    auto is_written = [&](const std::vector<uint32_t>& set, uint64_t j) {
+      return std::find(set.begin(), set.end(), j) != set.end();
+    };
+    auto expect_map = [&](const std::vector<uint32_t>& set, uint64_t first, uint32_t bytes) {
+      SCOPED_TRACE("map from block " + std::to_string(first));
+      const std::vector<bool> bits = map(first, bytes);
+      ASSERT_EQ(bits.size(), size_t(bytes) * 8);
+      for (uint64_t i = 0; i < bits.size(); ++i) {
+        const uint64_t j = first + i;
+        if (j >= blocks) {
+          EXPECT_FALSE(bits[i]) << "block " << j << " is past the end";
+        } else if (is_written(set, j)) {
+          EXPECT_TRUE(bits[i]) << "block " << j << " was written";
+        } else if ((j == 0 || !is_written(set, j - 1)) && !is_written(set, j + 1)) {
+          EXPECT_FALSE(bits[i]) << "block " << j << " was not written";
+        }
+      }
+    };
+    ASSERT_NO_FATAL_FAILURE(expect_map(written, 0, 8));
+    ASSERT_NO_FATAL_FAILURE(expect_map(written, 20, 1));
+    ASSERT_NO_FATAL_FAILURE(expect_map(written, 39, 4));
+    // Blocks 21 to 24 discarded: the whole target blocks inside are deallocated, so 22 and 23
+    // (whose entries lie there) read as unallocated; 21's and 24's entries share a target block
+    // with the zeros written at the range's ends (reported allocated, as a file system may).
+    auto r = h.io(io_discard, 5000, 4 * b, 0, 21ull * b);
+    ASSERT_TRUE(r) << p.all_output();
+    ASSERT_EQ(r->view().result(), status::success) << p.all_output();
+    const std::vector<bool> after = map(16, 2);
+    ASSERT_EQ(after.size(), 16u);
+    EXPECT_TRUE(after[20 - 16]);
+    EXPECT_FALSE(after[22 - 16]);
+    EXPECT_FALSE(after[23 - 16]);
+    EXPECT_TRUE(after[25 - 16]);
+    // What a front end checks: a map outside the host's region or over 4096 bytes is refused.
+    for (auto [bytes, host_at] :
+         {std::pair<uint32_t, uint64_t>{4097, 0}, {8, h.region().size() - 4}}) {
+      auto bad = h.io(io_allocation_map, 6000, bytes, host_at, 0);
+      ASSERT_TRUE(bad) << p.all_output();
+      EXPECT_EQ(bad->view().result(), status::invalid_value);
+    }
+  }
+  p.service->signal(SIGINT);
+  EXPECT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+}
+
 // A blank replacement for a lost target (same geometry) taken by the next service: every slot it
 // lacks is found by the first read of its block (a blank entry pairs with nothing written),
 // served from the other two, and rewritten; a read after the loss of another target then gets
@@ -871,6 +1044,11 @@ TEST(gga_pipeline, a_blank_replacement_target_is_rebuilt_in_the_background) {
                                " blocks checked, " + std::to_string(count) + " slots rewritten"),
       std::string::npos)
       << p.all_output();
+  // A session that rebuilds refuses discard and write zeroes (a repair could land between a
+  // zeroing's steps): INVALID_VALUE, and the front end writes zeros as data; nothing changed.
+  auto refused = h.io(io_discard, 7, 2 * gga_block_size, 0, 0);
+  ASSERT_TRUE(refused) << p.all_output();
+  EXPECT_EQ(refused->view().result(), status::invalid_value) << p.all_output();
   // Data 2 goes: every block now needs the rebuilt parity.
   p.targets[1]->signal(SIGKILL);
   ASSERT_TRUE(p.service->wait_for_output("serving degraded", run_timeout)) << p.all_output();
@@ -1046,6 +1224,16 @@ TEST(gga_pipeline, every_host_io_gets_one_answer_and_bad_ones_do_not_stop_the_wo
       {"more blocks than one IO may span", read, (service::gga_max_blocks_per_io + 1) * b, 0, 0},
       {"write past the end", static_cast<uint32_t>(storage::io_message_type::write), b, 0,
        capacity},
+      {"discard of half a block", io_discard, b / 2, 0, 0},
+      {"discard not block aligned", io_discard, b, 0, b / 2},
+      {"discard of nothing", io_discard, 0, 0, 0},
+      {"discard past the end", io_discard, 2 * b, 0, capacity - b},
+      {"write zeroes far past the end", io_write_zeroes, b, 0, UINT64_MAX - b + 1},
+      {"map of nothing", io_allocation_map, 0, 0, 0},
+      {"map over 4096 bytes", io_allocation_map, 4097, 0, 0},
+      {"map not block aligned", io_allocation_map, 1, 0, 100},
+      {"map at the end", io_allocation_map, 1, 0, capacity},
+      {"map past the host region", io_allocation_map, 8, capacity - 4, 0},
       {"unknown type", 7, b, 0, 0},
       {"a result sent as a request", 0, b, 0, 0},
   };
@@ -1086,8 +1274,9 @@ TEST(gga_pipeline, every_host_io_gets_one_answer_and_bad_ones_do_not_stop_the_wo
   EXPECT_EQ(p.service->wait(start_timeout), std::optional<int>(1)) << p.all_output();
   for (auto& t : p.targets)
     EXPECT_EQ(t->wait(start_timeout), std::optional<int>(0)) << p.all_output();
-  // 2 reads, 11 refusals, the flush, 1 read: every IO answered once.
-  EXPECT_NE(p.service->output().find("| Operation count: 15\n"), std::string::npos)
+  // 2 reads, 21 refusals (10 of them discards, zeroings and maps), the flush, 1 read: every IO
+  // answered once.
+  EXPECT_NE(p.service->output().find("| Operation count: 25\n"), std::string::npos)
       << p.all_output();
 }
 

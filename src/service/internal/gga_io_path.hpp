@@ -10,6 +10,8 @@
 //                        copy into the host's pages, the v2 checksum check and a bad slot's repair
 //   gga_write.cpp        a block write: DMA from the host, compression, EC create, the slot writes
 //   gga_rebuild.cpp      the paced background rebuild of a replacement target's slots
+//   gga_sparse.cpp       discard and write zeroes (the slots zeroed on the three targets) and the
+//                        allocation map (the targets' maps, folded into one bit per block)
 // Thread rules: the worker's engine thread, except where a method says otherwise.
 #pragma once
 
@@ -62,6 +64,9 @@ class gga_worker::io_path final : public core::event_source {
   bool begin_label_io(bool write, const std::array<label_bytes, gga_target_count>& labels,
                       uint8_t targets) noexcept;
   bool label_io_done() const noexcept { return !label_pending_; }
+  // Discard and write zeroes are answered INVALID_VALUE from now on (the front end writes zeros
+  // as data): a background rebuild may rewrite a slot between a zeroing's steps.
+  void refuse_zeroing() noexcept { zeroing_refused_ = true; }
   std::array<std::optional<label_bytes>, gga_target_count> label_io_result() const;
   void stop_serving() noexcept {
     serving_ = false;
@@ -122,7 +127,7 @@ class gga_worker::io_path final : public core::event_source {
  private:
   // How soon a reply or a storage request that found no room is tried again.
   static constexpr auto backlog_retry = std::chrono::milliseconds(1);
-  enum class operation : uint8_t { none, read, write, flush, label };
+  enum class operation : uint8_t { none, read, write, flush, label, zero, map };
   // One host IO in flight: its request buffer (answered in place), its chunk, its progress.
   struct transaction {
     core::buffer* host_message = nullptr;
@@ -160,6 +165,21 @@ class gga_worker::io_path final : public core::event_source {
     // A block write: how it is stored and the crc32c of its plain bytes.
     accel::gga_stored_as stored_as = accel::gga_stored_as::lz4;
     uint32_t crc = 0;
+    // A discard or write zeroes (gga_sparse.cpp): the bytes [span_at, span_end) of the blocks'
+    // slots on every target, zeroed in up to three steps (the whole target blocks inside, then
+    // the head and the tail); span_step: the steps sent so far.
+    uint64_t span_at = 0;
+    uint64_t span_end = 0;
+    uint8_t span_step = 0;
+    // An allocation map: host blocks [map_next, map_end) still to fold into the host's bitmap at
+    // host offset map_at (bit j - map_first for block j); the targets' maps of this step start at
+    // target block map_window and are map_bytes long, each in its target's slot of the chunk.
+    uint64_t map_first = 0;
+    uint64_t map_next = 0;
+    uint64_t map_end = 0;
+    uint64_t map_at = 0;
+    uint64_t map_window = 0;
+    uint32_t map_bytes = 0;
     bool retired = false;  // not used again: a target may still touch its chunk
     bool issuing = false;  // a step's requests are being sent: not settled before all are out
     uint32_t step = 0;     // stamps this step's requests: an older step's answer is not taken
@@ -215,6 +235,13 @@ class gga_worker::io_path final : public core::event_source {
   size_t rebuild_step() noexcept;
   void rebuild_block_done(transaction& t, status result) noexcept;
   bool is_rebuild(const transaction& t) const noexcept { return index(t) == host_transactions_; }
+  void begin_zeroing(transaction& t, uint32_t io_size, uint64_t storage_offset) noexcept;
+  void zero_step(transaction& t) noexcept;
+  void zero_settled(transaction& t) noexcept;
+  void begin_map(transaction& t, uint32_t io_size, uint64_t requester_offset,
+                 uint64_t storage_offset) noexcept;
+  void map_step(transaction& t) noexcept;
+  void map_settled(transaction& t) noexcept;
   void dma_from_host(transaction& t) noexcept;
   void compress(transaction& t) noexcept;
   void encode(transaction& t) noexcept;
@@ -297,6 +324,7 @@ class gga_worker::io_path final : public core::event_source {
   std::chrono::nanoseconds rebuild_interval_{0};
   core::steady_clock::time_point rebuild_due_{};
   std::unique_ptr<core::memory_map> scratch_;  // the rebuild's block
+  bool zeroing_refused_ = false;               // refuse_zeroing() was called
   bool label_pending_ = false;                 // a label IO in transaction 0
   uint8_t label_answered_ = 0;                 // its targets that answered with success
   log_first fault_log_{log::level::warning};
