@@ -93,7 +93,7 @@ int run(const nbd_app::nbd_config& config) {
               .request_timeout = std::chrono::seconds(config.request_timeout_seconds),
               .idle_timeout = std::chrono::seconds(config.idle_timeout_seconds),
               .drain_timeout = 2 * config.control_timeout()}));
-      sources[i] = std::make_unique<nbd::server_source>(*servers.back());
+      sources[i] = std::make_unique<nbd::server_source>(*servers.back(), ws[i]->thread().engine());
     }
     nbd::server& acceptor = *servers.front();
     std::vector<nbd::server*> group;

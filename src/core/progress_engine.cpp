@@ -202,6 +202,8 @@ void progress_engine::wait(std::chrono::microseconds timeout) {
     if (events[i].data.ptr == nullptr) {
       uint64_t value;
       [[maybe_unused]] ssize_t r = read(notify_fd_, &value, sizeof(value));
+    } else {
+      static_cast<event_source*>(events[i].data.ptr)->fd_ready();
     }
   }
 }

@@ -46,6 +46,10 @@ class event_source {
   // Runs once after the completion callbacks of a pass in which the source asked for it
   // (progress_engine::call_at_pass_end); returns how much it did, as poll() does.
   virtual size_t pass_end() { return 0; }
+  // Runs when wait_fd() woke the engine from a sleep (poll_mode::event, and adaptive once it
+  // sleeps). A source whose only work comes through that fd may then skip looking for it in the
+  // passes between (the engine looks at every fd again before it sleeps).
+  virtual void fd_ready() {}
 };
 
 class progress_engine {

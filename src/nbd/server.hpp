@@ -121,6 +121,8 @@ class server {
   // The part of a pass that completions need: a backend on this thread completed ios, their
   // replies go out now (no events are read). Returns whether there were any.
   bool serve_completions();
+  // Completions or connections wait to be served: the next step() has work without any event.
+  bool work_pending() const noexcept { return !dirty_.empty() || storage_.has_completions(); }
   // Readable when step() has events to take (its sockets, the stop eventfd, an fd backend's
   // completions).
   int event_fd() const noexcept { return epoll_.get(); }

@@ -75,7 +75,9 @@ class fd_source : public event_source {
     uint64_t one = 1;
     ASSERT_EQ(write(fd_, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
   }
+  void fd_ready() override { ++ready_calls; }
   uint64_t received = 0;
+  uint64_t ready_calls = 0;
 
  private:
   int fd_;
@@ -361,6 +363,23 @@ TEST(progress_engine, event_mode_wait_is_woken_when_a_source_fd_becomes_readable
   EXPECT_TRUE(pe.progress());
   EXPECT_EQ(source.received, 1u);
   pe.detach(source);
+}
+
+// The source whose fd woke the engine is told so; one whose fd stayed quiet is not.
+TEST(progress_engine, a_source_whose_fd_woke_the_engine_is_told_and_no_other) {
+  progress_engine pe(poll_mode::event);
+  fd_source rung, quiet;
+  pe.attach(rung);
+  pe.attach(quiet);
+  EXPECT_TRUE(woken([&] { pe.wait(long_wait); }, [&] { rung.signal(); }));
+  EXPECT_EQ(rung.ready_calls, 1u);
+  EXPECT_EQ(quiet.ready_calls, 0u);
+  EXPECT_TRUE(pe.progress());
+  pe.wait(std::chrono::milliseconds(1));  // nothing readable: a timeout tells no one
+  EXPECT_EQ(rung.ready_calls, 1u);
+  EXPECT_EQ(quiet.ready_calls, 0u);
+  pe.detach(quiet);
+  pe.detach(rung);
 }
 
 TEST(progress_engine, busy_mode_wait_returns_at_once) {

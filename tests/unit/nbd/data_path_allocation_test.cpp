@@ -37,8 +37,8 @@ TEST(nbd_data_path, steady_state_allocates_nothing_on_the_engine_thread) {
   backend.complete_on_server_thread();
   server srv(backend, {});
   srv.listen_unix(socket);
-  server_source source(srv);
   core::engine_thread thread(core::poll_mode::event);
+  server_source source(srv, thread.engine());
   thread.call([&] { thread.engine().attach(source); });
   {
     raw_client c(socket);

@@ -14,7 +14,7 @@ class polled {
   explicit polled(server_options options = {}) : backend_(disk_size, block, max_io, 32) {
     backend_.complete_on_server_thread();
     server_ = std::make_unique<server>(backend_, std::move(options));
-    source_ = std::make_unique<server_source>(*server_);
+    source_ = std::make_unique<server_source>(*server_, thread_.engine());
   }
   ~polled() { stop(); }
   // After the listeners are set.
@@ -39,10 +39,10 @@ class polled {
   }
 
  private:
+  core::engine_thread thread_{core::poll_mode::event};  // first: outlives what it polls
   memory_backend backend_;
   std::unique_ptr<server> server_;
   std::unique_ptr<server_source> source_;
-  core::engine_thread thread_{core::poll_mode::event};
   bool attached_ = false;
 };
 
