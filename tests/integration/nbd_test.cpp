@@ -55,6 +55,11 @@ client_result run_client(std::vector<std::string> argv) {
   return {code, p.output()};
 }
 
+void write_all(const fs::path& path, const std::vector<char>& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
 std::vector<char> read_all(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
@@ -116,10 +121,7 @@ TEST_F(nbd_pipeline, clients_copy_convert_and_verify_through_the_zero_copy_pipel
 
   const auto image = content_bytes(nbd_disk, 11);
   const auto in = dir_ / "in.img";
-  {
-    std::ofstream f(in, std::ios::binary);
-    f.write(image.data(), static_cast<std::streamsize>(image.size()));
-  }
+  write_all(in, image);
   auto r = run_client({"nbdcopy", "--connections", "4", in.string(), uri()});
   ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
   r = run_client({"nbdcopy", "--connections", "4", uri(), (dir_ / "out.img").string()});
@@ -129,10 +131,7 @@ TEST_F(nbd_pipeline, clients_copy_convert_and_verify_through_the_zero_copy_pipel
   // qemu-img writes a second image over it and finds every byte there.
   const auto second = content_bytes(nbd_disk, 12);
   const auto in2 = dir_ / "in2.img";
-  {
-    std::ofstream f(in2, std::ios::binary);
-    f.write(second.data(), static_cast<std::streamsize>(second.size()));
-  }
+  write_all(in2, second);
   r = run_client({"qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", in2.string(), uri()});
   ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
   r = run_client({"qemu-img", "compare", "-f", "raw", "-F", "raw", in2.string(), uri()});
@@ -164,10 +163,7 @@ TEST_F(nbd_pipeline, two_workers_share_the_connections_and_every_byte_comes_back
   ASSERT_TRUE(start(p, {}, control_timeout_s, 2)) << output(p);
   const auto image = content_bytes(nbd_disk, 21);
   const auto in = dir_ / "in.img";
-  {
-    std::ofstream f(in, std::ios::binary);
-    f.write(image.data(), static_cast<std::streamsize>(image.size()));
-  }
+  write_all(in, image);
   auto r = run_client({"nbdcopy", "--connections", "4", in.string(), uri()});
   ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
   r = run_client({"nbdcopy", "--connections", "3", uri(), (dir_ / "out.img").string()});
@@ -296,10 +292,7 @@ TEST_F(nbd_pipeline, a_stalled_target_changes_no_acknowledged_byte) {
                                  .backing_file = (dir_ / "disk.img").string()};
   const auto image = content_bytes(disk, 31);
   const auto in = dir_ / "in.img";
-  {
-    std::ofstream f(in, std::ios::binary);
-    f.write(image.data(), static_cast<std::streamsize>(image.size()));
-  }
+  write_all(in, image);
   {
     pipeline p(options);
     ASSERT_TRUE(start(p)) << output(p);
@@ -570,10 +563,7 @@ TEST_F(nbd_pipeline, local_zero_copy_keeps_every_byte_across_a_restart_over_back
                                        std::to_string(nbd_disk)};
   const auto image = content_bytes(nbd_disk, 21);
   const auto in = dir_ / "in.img";
-  {
-    std::ofstream f(in, std::ios::binary);
-    f.write(image.data(), static_cast<std::streamsize>(image.size()));
-  }
+  write_all(in, image);
   {
     local_nbd first("zero-copy", socket_, extra);
     ASSERT_TRUE(first.ready()) << first.process->output();
@@ -931,10 +921,7 @@ void ext4_round_trip(const fs::path& dir, const std::string& socket,
     r = run_tool("/usr/bin/mount", {dev, mount_dir.string()});
     ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output();
     stack.undo.push_back([mount_dir] { (void)run_tool("/usr/bin/umount", {mount_dir.string()}); });
-    {
-      std::ofstream f(mount_dir / "file.bin", std::ios::binary);
-      f.write(content.data(), static_cast<std::streamsize>(content.size()));
-    }
+    write_all(mount_dir / "file.bin", content);
     r = run_tool("/usr/bin/umount", {mount_dir.string()});
     ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output();
     r = run_tool("/usr/sbin/e2fsck", {"-f", "-n", dev});
