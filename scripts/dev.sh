@@ -18,9 +18,10 @@ PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev 
   libucx-dev ucx-utils libisal-dev liblz4-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libgnutls28-dev iproute2
   libnbd-bin python3-libnbd qemu-utils fio nbdkit e2fsprogs mount meson)
-# Only the benchmarks need these: nbdkit and fio (the pipeline's and nbd's comparison), jq (JSON
-# parsing), linux-perf (gga's profile of the service, nbd's of zcstore_nbd).
-BENCH_PACKAGES=(nbdkit fio jq linux-perf)
+# Only the benchmarks need these: nbdkit and fio (the pipeline's and nbd's comparison), qemu-utils
+# (qemu-nbd, nbd's second peer), jq (JSON parsing), linux-perf (gga's profile of the service,
+# nbd's of zcstore_nbd).
+BENCH_PACKAGES=(nbdkit qemu-utils fio jq linux-perf)
 
 log() { printf '\033[1m== %s\033[0m\n' "$*"; }
 
