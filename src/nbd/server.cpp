@@ -282,14 +282,23 @@ server::pass_result server::step(int wait_ms) {
     busy = true;
   }
   busy |= !dirty_.empty();
+  if (busy) expect_deadlines();
   serve_dirty();
   return {.serving = true, .busy = busy};
+}
+
+void server::expect_deadlines() noexcept {
+  auto bound = options_.handshake_timeout;
+  for (auto b : {options_.request_timeout, options_.idle_timeout})
+    if (b.count() != 0) bound = std::min(bound, b);
+  next_wake_ = std::min(next_wake_, now_ + bound);
 }
 
 bool server::serve_completions() {
   if (ended_ || !storage_.has_completions()) return false;
   now_ = clock_type::now();
   take_completions_now();
+  expect_deadlines();
   serve_dirty();
   return true;
 }

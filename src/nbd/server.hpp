@@ -165,6 +165,10 @@ class server {
   // requests waiting for them go on, and the connections that stopped reading for them read again.
   void let_waiters_on();
   void begin_drain();
+  // A pass that served connections may have armed deadlines (a handshake begun, a payload or a
+  // reply waiting) that close_expired() has not seen: next_wake_ comes no later than the shortest
+  // bound from now, when a pass computes the real next deadline.
+  void expect_deadlines() noexcept;
   void take_completions_now();
   void serve_dirty();
   // After the drain: whatever is left is closed; ios still with the backend stay its own.
