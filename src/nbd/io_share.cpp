@@ -137,7 +137,8 @@ void server::unlock(request& r) {
 void server::retry_lock_waiting() {
   lock_released_ = false;
   const uint32_t block = storage_.block_size();
-  std::vector<block_range> reserved;  // what the waiters passed over want
+  auto& reserved = lock_scan_;  // what the waiters passed over want
+  reserved.clear();
   auto taken = [&](const block_range& want) {
     for (const auto& r : reserved)
       if (r.meets(want)) return true;
@@ -161,6 +162,7 @@ void server::retry_lock_waiting() {
       r.locked = true;
     }
     submit_io(*c, index);
+    mark(*c);
   }
 }
 
@@ -209,6 +211,7 @@ bool server::serve_wants(connection& c) {
     if (c.at == connection::phase::payload && c.receiving == index && !c.requests[index].rmw)
       c.blocked = false;
     use_io(c, index, *x);
+    mark(c);
   }
   return true;
 }

@@ -203,11 +203,8 @@ void server::mark(connection& c) {
 
 void server::let_waiters_on() {
   memory_freed_ = false;
-  const bool any_waiting = !wanting_.empty() || !lock_waiting_.empty();
   if (lock_released_) retry_lock_waiting();
   if (!wanting_.empty()) retry_waiting();
-  if (any_waiting)
-    for (auto& [p, c] : connections_) mark(*c);
 }
 
 server::pass_result server::step(int wait_ms) {
@@ -273,8 +270,6 @@ server::pass_result server::step(int wait_ms) {
       take_completions_now();
     } else {
       accept_from(fd);
-      for (auto& [p, c] : connections_)
-        if (!c->dirty) mark(*c);
     }
   }
   if (storage_.has_completions()) {
@@ -312,10 +307,9 @@ void server::take_completions_now() {
     on_io_done(*c, static_cast<uint32_t>(x->tag), *x);
     mark(*c);
   }
+  // Memory and blocks came back: the waiters they let go are marked as they are served.
   if (lock_released_) retry_lock_waiting();
   retry_waiting();
-  // Memory came back: connections blocked on it may read again.
-  for (auto& [p, c] : connections_) mark(*c);
 }
 
 // Replies out, input processed again where reading is allowed once more, interest updated.
@@ -473,7 +467,6 @@ void server::add_connection(storage::unique_fd fd) {
   reply greeting;
   append_greeting(greeting.extra, handshake_flag::fixed_newstyle | handshake_flag::no_zeroes);
   c.out.push_back(std::move(greeting));
-  ++open_connections_;
   ++counters_.connections;
   connections_.emplace(&c, std::move(owned));
   mark(c);
@@ -758,7 +751,6 @@ void server::close_connection(connection& c) {
     c.tls.reset();
   }
   c.fd.reset();
-  --open_connections_;
   group_open_->fetch_sub(1, std::memory_order_relaxed);
   erase(wanting_, &c);
   c.wants.clear();

@@ -162,7 +162,9 @@ class server {
   void take_adopted();
   void mark(connection& c);
   // Memory or edge blocks let go (a reply sent, a connection closed, a write answered): the
-  // requests waiting for them go on, and the connections that stopped reading for them read again.
+  // requests waiting for them go on (serve_wants and retry_lock_waiting mark their connections,
+  // which may read again). Only connections whose state changed are marked: a pass costs nothing
+  // for the others.
   void let_waiters_on();
   void begin_drain();
   // A pass that served connections may have armed deadlines (a handshake begun, a payload or a
@@ -249,7 +251,6 @@ class server {
   storage::unique_fd wake_;  // eventfd: stop()
   std::atomic<bool> stop_{false};
   std::unordered_map<connection*, std::unique_ptr<connection>> connections_;
-  uint32_t open_connections_ = 0;
   // The open connections of this server's accept group (of this server alone without one):
   // counted up by the acceptor, down by the server that closes one.
   std::shared_ptr<std::atomic<uint32_t>> group_open_ = std::make_shared<std::atomic<uint32_t>>(0);
@@ -282,10 +283,11 @@ class server {
   std::deque<std::pair<connection*, uint32_t>> lock_waiting_;
   // The blocks read-modify-writes in progress hold, and which request holds each range.
   std::vector<std::pair<block_range, const request*>> locked_;
-  bool lock_released_ = false;         // since run() last let lock waiters on
-  uint64_t ios_outstanding_ = 0;       // submitted, not yet completed
-  bool memory_freed_ = false;          // an io went back since run() last retried the waiting
-  std::vector<int> paused_listeners_;  // out of the loop until resume_accepting_at_ (EMFILE...)
+  std::vector<block_range> lock_scan_;  // retry_lock_waiting's, kept so it allocates once
+  bool lock_released_ = false;          // since run() last let lock waiters on
+  uint64_t ios_outstanding_ = 0;        // submitted, not yet completed
+  bool memory_freed_ = false;           // an io went back since run() last retried the waiting
+  std::vector<int> paused_listeners_;   // out of the loop until resume_accepting_at_ (EMFILE...)
   std::chrono::steady_clock::time_point resume_accepting_at_{};
   std::vector<io*> completed_;
   std::chrono::steady_clock::time_point now_{};  // read once per pass of run()
