@@ -73,14 +73,9 @@ int run(const nbd_app::nbd_config& config) {
     std::vector<std::unique_ptr<nbd::host_backend>> backends;
     std::vector<std::unique_ptr<nbd::server>> servers;
     std::vector<std::unique_ptr<nbd::server_source>> sources(workers);
-    // Read by the backend's completion hook on the worker's thread; cleared there on detach.
-    std::vector<nbd::server_source*> attached(workers, nullptr);
     for (uint32_t i = 0; i < workers; ++i) {
       auto options = backend_options;
       options.worker = i;
-      options.on_completion = [engine = &ws[i]->thread().engine(), slot = &attached[i]] {
-        if (*slot != nullptr) engine->call_at_pass_end(**slot);
-      };
       backends.push_back(std::make_unique<nbd::host_backend>(session, options));
       servers.push_back(std::make_unique<nbd::server>(
           *backends.back(),
@@ -123,7 +118,7 @@ int run(const nbd_app::nbd_config& config) {
     for (uint32_t i = 0; i < workers; ++i)
       ws[i]->thread().call([&, i] {
         ws[i]->thread().engine().attach(*sources[i]);
-        attached[i] = sources[i].get();
+        backends[i]->set_completion_source(sources[i].get());
       });
     std::exception_ptr server_failure;
     while (!core::stop_requested() && !lost && !server_failure) {
@@ -157,8 +152,8 @@ int run(const nbd_app::nbd_config& config) {
       }
       if (!server_failure && src->failure()) server_failure = src->failure();
       ws[i]->thread().call([&, i] {
+        backends[i]->set_completion_source(nullptr);
         ws[i]->thread().engine().detach(*sources[i]);
-        attached[i] = nullptr;
       });
     }
     if (!drained) {

@@ -42,11 +42,12 @@ host_backend::host_backend(host::session& session, host_backend_options options)
       slice_(checked_slice(options_)),
       blocks_(options_.slots_per_worker, slice_ / options_.block_size) {
   const auto workers = static_cast<uint32_t>(session_.workers().size());
-  if (options_.worker >= workers || !options_.on_completion)
+  if (options_.worker >= workers)
     throw status_error(status::invalid_value, "the NBD backend's worker does not exist");
   if (session_.region().size() < region_size(options_, workers))
     throw status_error(status::invalid_value, "the IO region is smaller than the NBD slots");
   worker_ = session_.workers()[options_.worker].get();
+  engine_ = &worker_->thread().engine();
   // One request takes at most half of the worker's memory and IO messages, so that no request
   // (and no client, which the server holds to its share) waits for all of them.
   const uint64_t half =
@@ -179,7 +180,7 @@ void host_backend::on_complete(uint32_t slot, status result) noexcept {
   if (!ok(result) && ok(h.error)) h.error = result;
   if (h.pending == 0 || --h.pending != 0) return;
   done_.push_back(&h);
-  if (done_.size() == 1) options_.on_completion();
+  if (done_.size() == 1 && source_ != nullptr) engine_->call_at_pass_end(*source_);
 }
 
 void host_backend::take_completions(std::vector<io*>& out) {

@@ -1,21 +1,21 @@
 // The NBD server's storage over one IO worker of a host::session (the zero-copy or gga pipeline),
 // run to completion: the backend and its server (server_source.hpp) live on the worker's engine
 // thread, so an io goes straight to the worker's queue and its completion waits for the server's
-// next pass, which on_completion asks the engine for. No thread is crossed, no lock taken, nothing
-// posted or allocated per io. The worker has its transaction slots and its part of the session's
-// IO region, slots_per_worker slices of at most max_blocks_per_message blocks (which gga takes).
-// An io takes one slot per slice's worth of bytes (one IO message each) and, for each, a run of
-// blocks inside one slice: a 4 KiB request holds 4 KiB. It completes once every message has been
-// answered.
+// next pass, which the backend asks the engine for (the server's source, set on attach). No thread
+// is crossed, no lock taken, nothing posted or allocated per io. The worker has its transaction
+// slots and its part of the session's IO region, slots_per_worker slices of at most
+// max_blocks_per_message blocks (which gga takes). An io takes one slot per slice's worth of bytes
+// (one IO message each) and, for each, a run of blocks inside one slice: a 4 KiB request holds 4
+// KiB. It completes once every message has been answered.
 //
 //   host_backend b(session, {.capacity = info.capacity, .block_size = info.block_size,
-//                            .slots_per_worker = t, .worker = i, .on_completion = schedule});
+//                            .slots_per_worker = t, .worker = i});
+//   ... on the worker's thread: engine.attach(source); b.set_completion_source(&source);
 //
 // Thread rules: the backend methods on the worker's engine thread (see backend.hpp); build and
 // destroy it on the control thread while the session's workers run.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -37,9 +37,6 @@ struct host_backend_options {
   uint32_t slots_per_worker = 64;  // each worker's queue_options::slots
   bool read_only = false;
   uint32_t worker = 0;  // the index of the session's worker this backend serves
-  // Runs on the worker's thread when an io completes and none was waiting to be taken: the
-  // server's pass that takes it must be scheduled.
-  std::function<void()> on_completion;
 };
 
 class host_backend final : public backend {
@@ -68,6 +65,10 @@ class host_backend final : public backend {
   int completion_fd() const noexcept override { return -1; }
   bool has_completions() const noexcept override { return !done_.empty(); }
   void take_completions(std::vector<io*>& out) override;
+  // On the worker's thread: the event source whose pass_end() takes the completions (the
+  // server's), asked for at the end of the engine pass that delivers the first of a batch; null
+  // (before attach, after detach): completions wait for the server's next look.
+  void set_completion_source(core::event_source* s) noexcept { source_ = s; }
 
  private:
   struct host_io;
@@ -79,6 +80,8 @@ class host_backend final : public backend {
   host::session& session_;
   host_backend_options options_;
   host::worker* worker_ = nullptr;
+  core::progress_engine* engine_ = nullptr;  // the worker's
+  core::event_source* source_ = nullptr;
   uint32_t slice_;
   uint32_t max_io_;
   uint64_t region_base_ = 0;  // the worker's first slice
