@@ -38,16 +38,21 @@ namespace zc::service {
 using storage::io_message_type;
 using storage::max_allocation_map_size;
 
+// The sparse types in image format v1: answered INVALID_VALUE, which is not an error (the front
+// end falls back).
+bool gga_worker::io_path::refused_in_v1(transaction& t, const char* what) noexcept {
+  if (verified()) return false;
+  ZC_LOG_DEBUG("worker {}: {} are not served in image format v1", cpu_, what);
+  finish(t, status::invalid_value);
+  return true;
+}
+
 // ---- discard and write zeroes
 
 void gga_worker::io_path::begin_zeroing(transaction& t, uint32_t io_size,
                                         uint64_t storage_offset) noexcept {
-  if (!verified()) {
-    // v1: zeros are no block image. Not an error: the front end writes zeros as data.
-    ZC_LOG_DEBUG("worker {}: discard and write zeroes are not served in image format v1", cpu_);
-    finish(t, status::invalid_value);
-    return;
-  }
+  // v1: zeros are no block image; the front end writes zeros as data.
+  if (refused_in_v1(t, "discard and write zeroes")) return;
   const uint64_t b = block_size();
   const uint64_t capacity = config_.geometry.blocks() * b;
   if (io_size == 0 || io_size % b != 0 || storage_offset % b != 0 || storage_offset > capacity ||
@@ -132,12 +137,8 @@ void gga_worker::io_path::zero_settled(transaction& t) noexcept {
 
 void gga_worker::io_path::begin_map(transaction& t, uint32_t io_size, uint64_t requester_offset,
                                     uint64_t storage_offset) noexcept {
-  if (!verified()) {
-    // v1: a block never written does not read as zeros; the front end answers "all allocated".
-    ZC_LOG_DEBUG("worker {}: allocation maps are not served in image format v1", cpu_);
-    finish(t, status::invalid_value);
-    return;
-  }
+  // v1: a block never written does not read as zeros; the front end answers "all allocated".
+  if (refused_in_v1(t, "allocation maps")) return;
   const uint64_t b = block_size();
   const uint64_t blocks = config_.geometry.blocks();
   const uint64_t region = config_.host->size();

@@ -104,6 +104,20 @@ class nbd_pipeline : public ::testing::Test {
     return nbd->wait_for_output("serving NBD on " + socket_, start_timeout);
   }
   std::string uri() const { return "nbd+unix:///?socket=" + socket_; }
+  // nbdcopy writes `image` in over `in_connections` and reads it back over `out_connections`:
+  // every byte comes back.
+  void copy_in_and_out(const pipeline& p, const std::vector<char>& image, int in_connections,
+                       int out_connections) {
+    const auto in = dir_ / "in.img";
+    write_all(in, image);
+    auto r = run_client(
+        {"nbdcopy", "--connections", std::to_string(in_connections), in.string(), uri()});
+    ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+    r = run_client({"nbdcopy", "--connections", std::to_string(out_connections), uri(),
+                    (dir_ / "out.img").string()});
+    ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
+    EXPECT_TRUE(read_all(dir_ / "out.img") == image) << "nbdcopy read back other bytes";
+  }
   std::string output(const pipeline& p) const {
     return p.all_output() + "--- nbd\n" + (nbd ? nbd->output() : std::string());
   }
@@ -119,20 +133,13 @@ TEST_F(nbd_pipeline, clients_copy_convert_and_verify_through_the_zero_copy_pipel
   pipeline p({.block_count = nbd_blocks});
   ASSERT_TRUE(start(p)) << output(p);
 
-  const auto image = content_bytes(nbd_disk, 11);
-  const auto in = dir_ / "in.img";
-  write_all(in, image);
-  auto r = run_client({"nbdcopy", "--connections", "4", in.string(), uri()});
-  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
-  r = run_client({"nbdcopy", "--connections", "4", uri(), (dir_ / "out.img").string()});
-  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
-  EXPECT_TRUE(read_all(dir_ / "out.img") == image) << "nbdcopy read back other bytes";
+  ASSERT_NO_FATAL_FAILURE(copy_in_and_out(p, content_bytes(nbd_disk, 11), 4, 4));
 
   // qemu-img writes a second image over it and finds every byte there.
   const auto second = content_bytes(nbd_disk, 12);
   const auto in2 = dir_ / "in2.img";
   write_all(in2, second);
-  r = run_client({"qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", in2.string(), uri()});
+  auto r = run_client({"qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", in2.string(), uri()});
   ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
   r = run_client({"qemu-img", "compare", "-f", "raw", "-F", "raw", in2.string(), uri()});
   EXPECT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
@@ -161,14 +168,7 @@ TEST_F(nbd_pipeline, two_workers_share_the_connections_and_every_byte_comes_back
   if (!have("nbdcopy")) GTEST_SKIP() << "nbdcopy is not installed";
   pipeline p({.workers = 2, .block_count = nbd_blocks});
   ASSERT_TRUE(start(p, {}, control_timeout_s, 2)) << output(p);
-  const auto image = content_bytes(nbd_disk, 21);
-  const auto in = dir_ / "in.img";
-  write_all(in, image);
-  auto r = run_client({"nbdcopy", "--connections", "4", in.string(), uri()});
-  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
-  r = run_client({"nbdcopy", "--connections", "3", uri(), (dir_ / "out.img").string()});
-  ASSERT_EQ(r.code, std::optional<int>(0)) << r.output << output(p);
-  EXPECT_TRUE(read_all(dir_ / "out.img") == image) << "nbdcopy read back other bytes";
+  ASSERT_NO_FATAL_FAILURE(copy_in_and_out(p, content_bytes(nbd_disk, 21), 4, 3));
   nbd->signal(SIGTERM);
   EXPECT_EQ(nbd->wait(start_timeout), std::optional<int>(0)) << output(p);
   // In turn: with more than one connection in all, each worker served some.

@@ -235,6 +235,7 @@ class gga_worker::io_path final : public core::event_source {
   size_t rebuild_step() noexcept;
   void rebuild_block_done(transaction& t, status result) noexcept;
   bool is_rebuild(const transaction& t) const noexcept { return index(t) == host_transactions_; }
+  bool refused_in_v1(transaction& t, const char* what) noexcept;
   void begin_zeroing(transaction& t, uint32_t io_size, uint64_t storage_offset) noexcept;
   void zero_step(transaction& t) noexcept;
   void zero_settled(transaction& t) noexcept;
