@@ -179,6 +179,9 @@ size_t consumer::poll() {
   if (armed_) {
     armed_ = false;
     if (header_ != nullptr) header_->consumer_sleeping.store(0, std::memory_order_relaxed);
+  }
+  if (bell_rang_) {
+    bell_rang_ = false;
     internal::drain(data_bell_);
   }
   if (state() == core::context_state::stopping) return settle_claims();
@@ -226,7 +229,7 @@ size_t consumer::settle_claims() noexcept {
 }
 
 bool consumer::arm() {
-  armed_ = true;  // poll() drains the doorbell after any sleep
+  armed_ = true;  // poll() clears the sleeping flag after any sleep
   if (state() == core::context_state::stopping) {
     // The link rings our doorbell if the peer goes; a producer rings it when it fills.
     if (done_ == claimed_end_) return true;

@@ -79,6 +79,7 @@ class consumer final : public core::context {
   size_t poll() override;
   int wait_fd() const override { return data_bell_; }
   bool arm() override;
+  void fd_ready() override { bell_rang_ = true; }
 
  protected:
   // Throws status_error(not_connected) when the connection is gone.
@@ -117,6 +118,7 @@ class consumer final : public core::context {
   std::vector<consumer_post_recv_task*> posted_;  // by position & mask_
   uint32_t id_ = 0;
   bool armed_ = false;
+  bool bell_rang_ = false;  // the doorbell woke the engine: poll() drains it
   bool waker_added_ = false;
   bool peer_lied_ = false;  // what the queue says about claims and fills is no longer believed
   status stop_reason_ = status::shutdown;

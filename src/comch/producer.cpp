@@ -210,8 +210,8 @@ status producer::submit(producer_send_task& task) noexcept {
 }
 
 size_t producer::poll() {
-  if (armed_) {
-    armed_ = false;
+  if (bell_rang_) {
+    bell_rang_ = false;
     epoll_event events[16];
     int n;
     // Empties the ready list. Which doorbell rang does not matter: one ring may answer another
@@ -229,7 +229,6 @@ size_t producer::poll() {
 }
 
 bool producer::arm() {
-  armed_ = true;  // poll() drains the epoll set after any sleep
   if (state() != core::context_state::running || starved_.empty()) return true;
   if (link_->closed()) return false;
   // Dekker with consumer::submit() (its slot publish, then its flag load), all seq_cst.

@@ -72,6 +72,7 @@ class producer final : public core::context {
   size_t poll() override;
   int wait_fd() const override { return epoll_; }
   bool arm() override;
+  void fd_ready() override { bell_rang_ = true; }
 
  protected:
   // Throws status_error(not_connected) when the connection is gone.
@@ -96,7 +97,7 @@ class producer final : public core::context {
   std::vector<known_consumer> known_;
   size_t last_ = 0;  // index in known_ of the last consumer sent to
   std::vector<internal::remote_consumer*> starved_;
-  bool armed_ = false;
+  bool bell_rang_ = false;  // a doorbell woke the engine: poll() empties the set and drains wake_
   bool waker_added_ = false;
   core::task_pool<producer_send_task> pool_;
 };

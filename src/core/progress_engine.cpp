@@ -193,11 +193,17 @@ void progress_engine::wait(std::chrono::microseconds timeout) {
     if (!sources_[i]->arm()) return;
     deadline = std::min(deadline, sources_[i]->next_deadline());
   }
-  if (deadline <= now) return;
+  // An arm may progress its transport (the UCX worker does), and what that completed or made
+  // due at a pass end must not wait for the sleep to end.
+  if (completed_head_ != nullptr || !pass_end_.empty() || deadline <= now) return;
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
-  epoll_event events[16];
-  int n = epoll_wait(epoll_fd_, events, 16, static_cast<int>(std::min<int64_t>(ms, 60'000)));
+  take_events(static_cast<int>(std::min<int64_t>(ms, 60'000)));
   pass_time_valid_ = false;  // slept: the next reader needs the clock again
+}
+
+void progress_engine::take_events(int timeout_ms) noexcept {
+  epoll_event events[16];
+  int n = epoll_wait(epoll_fd_, events, 16, timeout_ms);
   for (int i = 0; i < n; ++i) {
     if (events[i].data.ptr == nullptr) {
       uint64_t value;
@@ -214,12 +220,13 @@ bool progress_engine::arm_sources() noexcept {
     if (!watch(i)) ZC_SDK_LOG_ERROR("progress engine: cannot watch fd {}", sources_[i]->wait_fd());
     if (!sources_[i]->arm()) return false;
   }
-  return true;
+  return completed_head_ == nullptr && pass_end_.empty();
 }
 
 void progress_engine::clear_notify() noexcept {
-  uint64_t value;
-  [[maybe_unused]] ssize_t r = read(notify_fd_, &value, sizeof(value));
+  // The caller's own loop saw notification_fd() turn readable: tell the sources whose fds did
+  // it, as wait() does, so that the next progress() drains them and the fd reads idle again.
+  take_events(0);
 }
 
 void progress_engine::notify() noexcept {

@@ -90,7 +90,8 @@ class progress_engine {
   // Gets every source ready to make notification_fd() readable, as wait() does before sleeping;
   // false when work is already pending (the caller must not sleep).
   bool arm_sources() noexcept;
-  // Consumes pending notify() calls, so notification_fd() reads as idle again.
+  // Consumes pending notify() calls and tells the sources whose fds are ready (fd_ready), so
+  // that after the next progress() notification_fd() reads as idle again.
   void clear_notify() noexcept;
 
   // The time of this progress pass, for deadlines and periodic checks (which need no finer
@@ -156,6 +157,8 @@ class progress_engine {
   void drop_queued(Drop drop) noexcept;
   // Brings the epoll registration of sources_[i] in line with its wait_fd(); false on failure.
   bool watch(size_t i) noexcept;
+  // epoll_wait on the sources' set; tells each source whose fd is ready, consumes notify().
+  void take_events(int timeout_ms) noexcept;
 
   poll_mode mode_;
   int epoll_fd_ = -1;

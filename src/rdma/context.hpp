@@ -129,6 +129,7 @@ class context final : public core::context {
   size_t poll() override;
   bool arm() override;
   int wait_fd() const override;
+  void fd_ready() override { peer_fd_ready_ = true; }
   core::steady_clock::time_point next_deadline() const override;
 
  private:
@@ -236,6 +237,7 @@ class context final : public core::context {
   status failure_ = status::success;
   bool peer_left_ = false;  // the peer said it was stopping (not an error)
   internal::process_watch peer_process_;
+  bool peer_fd_ready_ = false;  // the pidfd woke the engine: look at the process in poll()
   core::steady_clock::time_point next_liveness_check_{};
 };
 

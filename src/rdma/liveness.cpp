@@ -102,7 +102,8 @@ size_t context::poll() {
   const bool watching = peer_process_.watching();
   if (!watching && sends_.empty() && ops_.empty() && arrived_.empty()) return done;
   const auto now = engine().coarse_time();
-  if (watching && now >= next_liveness_check_) {
+  if (watching && (peer_fd_ready_ || now >= next_liveness_check_)) {
+    peer_fd_ready_ = false;
     next_liveness_check_ = now + liveness_period;
     if (peer_process_.exited()) {
       ZC_SDK_LOG_ERROR("rdma: peer process {} has exited", peer_process_.pid());
@@ -118,14 +119,8 @@ size_t context::poll() {
 }
 
 bool context::arm() {
-  if (pending_failure_ != status::success && failure_ == status::success) return false;
-  // About to sleep: a cheap moment to look at the peer process (its pidfd also wakes us).
-  if (ep_ != nullptr && peer_process_.watching() && peer_process_.exited()) {
-    ZC_SDK_LOG_ERROR("rdma: peer process {} has exited", peer_process_.pid());
-    note_failure(status::connection_reset);
-    return false;
-  }
-  return true;
+  // The peer's pidfd is in the engine's set: its exit wakes us (fd_ready), so no look here.
+  return !(pending_failure_ != status::success && failure_ == status::success);
 }
 
 int context::wait_fd() const {

@@ -314,17 +314,26 @@ size_t ucx_worker::poll() {
 
 bool ucx_worker::arm() {
   if (queue_head_ != nullptr || !flush_.empty()) return false;
-  const ucs_status_t s = ucp_worker_arm(worker_);
+  ucs_status_t s = ucp_worker_arm(worker_);
+  if (s == UCS_ERR_BUSY) {
+    // Busy is mostly the wake-up signal of an arrival that the pass before already took: arming
+    // consumes it, and UCX cannot tell whether it was taken. Look once more here and arm again
+    // when that finds nothing, instead of a whole engine pass (every source polled) for nothing.
+    if (ucp_worker_progress(worker_) != 0) {
+      busy_arms_ = 0;
+      return false;  // callbacks ran: the engine passes again before it sleeps
+    }
+    s = ucp_worker_arm(worker_);
+  }
   if (s != UCS_ERR_BUSY) {
     busy_arms_ = 0;
     return s == UCS_OK;
   }
-  // A first busy is usually an arrival (or the wake-up signal of one) for the next progress. Busy
-  // again with nothing progressed in between: our sends wait for room in a shared-memory peer's
-  // FIFO, which only that peer's progress makes and which wakes nobody. The engine has to poll,
-  // but that peer may share our core (the service and the target do): spinning would keep it
-  // off the core for a whole time slice, so each round trip would cost milliseconds. Hand it the
-  // core instead.
+  // Busy with nothing to progress: an arrival (or its signal) between the two looks, or our
+  // sends wait for room in a shared-memory peer's FIFO, which only that peer's progress makes
+  // and which wakes nobody. The engine has to poll, but that peer may share our core (the
+  // service and the target do): spinning would keep it off the core for a whole time slice, so
+  // each round trip would cost milliseconds. The second time in a row, hand it the core.
   if (++busy_arms_ > 1) sched_yield();
   return false;
 }

@@ -7,6 +7,7 @@
 #include "core/progress_engine.hpp"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/context.hpp"
@@ -428,6 +430,73 @@ TEST(progress_engine, wait_returns_at_once_when_a_source_has_work_pending) {
   pe.attach(source);
   EXPECT_TRUE(returns_at_once([&] { pe.wait(long_wait); }));
   pe.detach(source);
+}
+
+// An arm may progress its transport (the UCX worker does): a completion that produced must run
+// before the engine sleeps. The quiet source's fd is readable, so a wait that went on to epoll
+// would tell it (fd_ready); one that returned at the completion tells no one.
+TEST(progress_engine, wait_does_not_sleep_on_a_completion_that_an_arm_queued) {
+  progress_engine pe(poll_mode::event);
+  probe_context ctx(pe);
+  ctx.pool.configure(ctx, 1, nullptr, nullptr);
+  class completing_source : public event_source {
+   public:
+    size_t poll() override { return 0; }
+    bool arm() override {
+      if (task != nullptr) engine->complete(*std::exchange(task, nullptr), status::success);
+      return true;
+    }
+    progress_engine* engine = nullptr;
+    task_base* task = nullptr;
+  } completing;
+  completing.engine = &pe;
+  completing.task = ctx.pool.allocate();
+  fd_source readable;
+  pe.attach(completing);
+  pe.attach(readable);
+  readable.signal();
+  EXPECT_TRUE(returns_at_once([&] { pe.wait(long_wait); }));
+  EXPECT_EQ(readable.ready_calls, 0u);
+  EXPECT_TRUE(pe.progress());
+  pe.detach(readable);
+  pe.detach(completing);
+}
+
+// A caller that sleeps on notification_fd() in its own loop (DOCA's notification handle) never
+// calls wait(): clear_notify() must tell the sources whose fds are ready, or a source that drains
+// its fd only when told would leave the handle readable for ever.
+TEST(progress_engine, clear_notify_tells_the_sources_whose_fds_are_ready) {
+  class told_source : public fd_source {
+   public:
+    size_t poll() override { return told_ ? (told_ = false, fd_source::poll()) : 0; }
+    void fd_ready() override {
+      fd_source::fd_ready();
+      told_ = true;
+    }
+
+   private:
+    bool told_ = false;
+  } rung, quiet;
+  progress_engine pe(poll_mode::event);
+  pe.attach(rung);
+  pe.attach(quiet);
+  const auto readable = [&] {
+    pollfd pfd{pe.notification_fd(), POLLIN, 0};
+    return ::poll(&pfd, 1, 0) == 1;
+  };
+  ASSERT_TRUE(pe.arm_sources());
+  EXPECT_FALSE(readable());
+  rung.signal();
+  EXPECT_TRUE(readable());
+  pe.clear_notify();
+  EXPECT_EQ(rung.ready_calls, 1u);
+  EXPECT_EQ(quiet.ready_calls, 0u);
+  EXPECT_TRUE(pe.progress());
+  EXPECT_EQ(rung.received, 1u);
+  ASSERT_TRUE(pe.arm_sources());
+  EXPECT_FALSE(readable());
+  pe.detach(quiet);
+  pe.detach(rung);
 }
 
 TEST(progress_engine, wait_ends_at_a_source_deadline) {
