@@ -27,6 +27,7 @@ bench_setup() {
   PIDS=()
   trap bench_cleanup EXIT
   LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+  SPEED_START=$(bench_calibrate)
   STARTED=$(date +%s)
 }
 
@@ -40,6 +41,24 @@ bench_cleanup() {
 bench_finish() {
   LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
   ELAPSED=$(($(date +%s) - STARTED))
+  SPEED_END=$(bench_calibrate)
+}
+
+# bench_calibrate: how fast this machine is right now, per CPU, so that two runs can be compared
+# (on a shared VM the same build measures 25-40% apart from one hour to the next): dd pinned to
+# each CPU copying 1 GiB from /dev/zero in 1 MiB blocks (memory bandwidth) and 100,000 one-byte
+# blocks (a read and a write each: the cost of a system call, which sets most of the IO path's
+# cost in a paravirtualised kernel). About a second per CPU.
+bench_calibrate() {
+  local cpu copy call line=""
+  for ((cpu = 0; cpu < $(nproc); cpu++)); do
+    copy=$(LC_ALL=C taskset -c "$cpu" dd if=/dev/zero of=/dev/null bs=1M count=1024 2>&1 |
+      awk '/copied/ { for (i = 1; i < NF; i++) if ($(i + 1) == "s,") printf "%.1f GB/s", 1.073741824 / $i }')
+    call=$(LC_ALL=C taskset -c "$cpu" dd if=/dev/zero of=/dev/null bs=1 count=100000 2>&1 |
+      awk '/copied/ { for (i = 1; i < NF; i++) if ($(i + 1) == "s,") printf "%.2f µs", $i * 1e6 / 200000 }')
+    line+="${line:+; }cpu $cpu: copy ${copy:-?}, system call ${call:-?}"
+  done
+  echo "$line"
 }
 
 # bench_die MESSAGE...
@@ -176,7 +195,7 @@ bench_machine() {
   local cpu ucx
   cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
   ucx=$( (ucx_info -v 2>/dev/null || true) | awk '/Version/ { print $NF; exit }')
-  echo "nproc=$(nproc), CPU \"$cpu\", kernel $(uname -r), UCX ${ucx:-?}"
+  echo "nproc=$(nproc), CPU \"$cpu\", kernel $(uname -r), UCX ${ucx:-?}; speed (bench_calibrate: dd pinned per CPU) at start: ${SPEED_START:-?}; at end: ${SPEED_END:-not measured}"
 }
 
 # bench_load_note WHAT: a caution paragraph when the 1-minute load average at the start was over

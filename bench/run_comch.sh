@@ -14,6 +14,7 @@ cmake --build "$BUILD" --target zc_comch_bench >/dev/null
 TABLE=$WORK/table.md
 echo "== comch: $BIN $*"
 "$BIN" "$@" | tee "$TABLE"
+bench_finish
 
 {
   echo "## comch"

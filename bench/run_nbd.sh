@@ -25,7 +25,7 @@
 # Knobs: ZC_BENCH_SECONDS (per measurement, whole seconds, default 3), ZC_BENCH_RAMP (fio's
 # --ramp_time, default 0.5), ZC_BENCH_ROUNDS (default 2), ZC_BENCH_DEPTHS ("1 64"),
 # ZC_BENCH_CONNECTIONS ("1 4"), ZC_BENCH_CLIENT_CPU / ZC_BENCH_SERVER_CPU (0 / 1),
-# ZC_BENCH_POLL (the zcstore programs', default event), ZC_BENCH_TRANSACTIONS (zcstore_nbd's
+# ZC_BENCH_POLL (the zcstore programs', default adaptive: their own default), ZC_BENCH_TRANSACTIONS (zcstore_nbd's
 # --transaction-count, default 256), ZC_BENCH_NBDKIT_THREADS (default 16, nbdkit's own),
 # ZC_BENCH_DEVICE (auto), ZC_BENCH_PERF (1: profile zcstore_nbd; 0: no), ZC_BENCH_QUIET_WAIT /
 # ZC_BENCH_QUIET_PCT (30 s / 15 %), ZC_BENCH_DOC, ZC_BENCH_NO_DOC=1 (print only).
@@ -40,7 +40,15 @@ DEPTHS=${ZC_BENCH_DEPTHS:-"1 64"}
 CONNS=${ZC_BENCH_CONNECTIONS:-"1 4"}
 CCPU=${ZC_BENCH_CLIENT_CPU:-0}
 SCPU=${ZC_BENCH_SERVER_CPU:-1}
-POLL=${ZC_BENCH_POLL:-event}
+POLL=${ZC_BENCH_POLL:-adaptive}
+# poll_note MODE: why that mode with three processes on one core, for the Placement line.
+poll_note() {
+  case "$1" in
+    adaptive) echo ", the programs' default: three processes share the server core, and a process inside its spin window hands the core on with sched_yield at every empty pass, so a hop to a process that is still spinning costs no sleep and no wake-up (each a few system calls and a context switch, expensive in this VM); the spinning is counted in their CPU figures" ;;
+    event) echo ": three processes share the server core, and each sleeps in epoll as soon as it has nothing to do, so every hop of an IO wakes the next process" ;;
+    *) echo ": three processes share the server core, and a busy poller holds it for whole scheduler slices while the next step of the IO waits (see the pipeline section)" ;;
+  esac
+}
 TRANSACTIONS=${ZC_BENCH_TRANSACTIONS:-256}
 NBD_THREADS=${ZC_BENCH_NBDKIT_THREADS:-16}
 DEV=${ZC_BENCH_DEVICE:-auto}
@@ -509,7 +517,7 @@ SECTION=$WORK/section.md
   echo
   echo "- Command: \`scripts/dev.sh bench nbd\` (installs nbdkit, qemu-utils, fio and jq if missing, builds build/release, then \`bench/run.sh build/release nbd\` → \`$INVOCATION\`), ${ELAPSED} s in total"
   echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(bench_machine), nbdkit $NBD_VERSION, qemu-nbd $QEMU_VERSION, $FIO_VERSION; load average $LOAD_START at start, $LOAD_END at end"
-  echo "- Placement: **fio on cpu $CCPU; every server process on cpu $SCPU**: nbdkit, qemu-nbd, and \`zcstore_local\` with the three programs it starts (target, zero-copy service, zcstore_nbd; zcstore_local gives each \`--cpu $SCPU\`, the one core its affinity allows), all pinned with \`taskset -c\` and bounded with \`timeout\`. The zcstore programs run in poll mode $(bench_poll_why "$POLL"): three processes share the server core, and a busy poller would hold it for whole scheduler slices while the next step of the IO waits (see the pipeline section). nbdkit and qemu-nbd have no poll mode (their threads block in the kernel). So each server gets one core and fio the other."
+  echo "- Placement: **fio on cpu $CCPU; every server process on cpu $SCPU**: nbdkit, qemu-nbd, and \`zcstore_local\` with the three programs it starts (target, zero-copy service, zcstore_nbd; zcstore_local gives each \`--cpu $SCPU\`, the one core its affinity allows), all pinned with \`taskset -c\` and bounded with \`timeout\`. The zcstore programs run in poll mode $(bench_poll_why "$POLL")$(poll_note "$POLL"). nbdkit and qemu-nbd have no poll mode (their threads block in the kernel). So each server gets one core and fio the other."
   echo "- Servers, all three up for the whole run: \`nbdkit -U SOCK --foreground -t $NBD_THREADS memory ${SIZE_MIB}M allocator=malloc\`; \`qemu-nbd --socket=SOCK ${QEMU_ARGS[*]} FILE\` on a ${SIZE_MIB} MiB raw FILE on tmpfs (${QEMU_DIR%%/zc-bench-*}), with the flags a user would pick for speed: \`--cache=writeback\` because the page cache is tmpfs itself (tmpfs has no O_DIRECT, so no \`--cache=none\` nor \`--aio=native\`), \`--aio=threads\` (qemu's default, in every build; io_uring is not), \`--discard=unmap\` so trims free memory, \`--shared=16\` for the four connections at once and \`--persistent\` to outlive each; \`zcstore_local zero-copy --nbd SOCK --target-size ${SIZE_MIB}MiB --block-size 4096 --poll-mode $POLL -d $DEV -- --transaction-count $TRANSACTIONS\` (zcstore_nbd's line: \`$ZC_NBD_ARGV\`). Each of the three disks filled once with \`fio --rw=write --bs=1m\`, so reads return written memory. zcstore_nbd at the end: ${SERVED:-no counters line}; zcstore_local's exit status after SIGTERM: $zc_rc (128 + 15, as documented), $STOP_SECS s after it."
   echo "- Per case: \`fio --name=X --ioengine=nbd --uri='nbd+unix:///?socket=SOCK' --rw=randread|randwrite --bs=4k --iodepth=QD --numjobs=CONNS --group_reporting --size=${SIZE_MIB}M --time_based --ramp_time=${RAMP_MS}ms --runtime=${RUNTIME_MS}ms --lat_percentiles=1 --output-format=json\` (${RAMP} s of ramp, then ${SECS} s measured; in milliseconds because fio 3.33 reads \`--ramp_time=0.5\` as no ramp). **Connections**: every fio job opens its own NBD connection, so 4 connections = \`--numjobs=4\`, and **the queue depth is per connection**: at QD64 with 4 connections 256 requests are in flight. Figures from jobs[0].read|write (all jobs summed by group_reporting): iops, and lat_ns (submission to completion) mean and percentiles."
   echo "- Rounds: $ROUNDS. In each, every case runs against the three servers back to back, in an order that rotates per round (nbdkit, zcstore, qemu-nbd; then zcstore, qemu-nbd, nbdkit; then qemu-nbd, nbdkit, zcstore). Before each round the script waits up to ${QUIET_WAIT} s for the machine to be at most ${QUIET_PCT}% busy over a second; what it last measured, and the 1-minute load: $QUIET_ROUNDS. The table takes per server and case the round with the better IOPS, its latencies and CPU figures with it; \"all rounds\" lists every round's IOPS."

@@ -227,7 +227,6 @@ class server {
   // Every io goes back to the backend through here: memory that comes back may let a waiting
   // request go on, which run() checks once the connections are served.
   void release_io(io& x) noexcept;
-  void on_completions();
   void on_io_done(connection& c, uint32_t index, io& x);
   void finish(connection& c, uint32_t index, uint32_t error);
   void finish_after_fua(connection& c, uint32_t index);
