@@ -109,8 +109,8 @@ struct result {
   status first_error = status::success;
 };
 
-result run_case(zc::test::driver_worker& w, uint32_t type, uint32_t depth, uint32_t size,
-                uint64_t capacity, double seconds) {
+result run_case(zc::test::service_driver& d, zc::test::driver_worker& w, uint32_t type,
+                uint32_t depth, uint32_t size, uint64_t capacity, double seconds) {
   loop_state s;
   s.type = type;
   s.size = size;
@@ -148,12 +148,13 @@ result run_case(zc::test::driver_worker& w, uint32_t type, uint32_t depth, uint3
       ++s.outstanding;
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // warm-up
+  d.keep_alive_for(std::chrono::milliseconds(200));  // warm-up
   const auto t0 = w.thread().call([&] {
     s.measuring = true;
     return clock_type::now();
   });
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  d.keep_alive_for(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds)));
   result out;
   const auto t1 = w.thread().call([&] {
     s.measuring = false;
@@ -201,7 +202,7 @@ int main(int argc, char** argv) {
                                 : 0;
       if (type == 0) die("unknown test " + test);
       for (uint32_t depth : o.depths) {
-        result r = run_case(d.worker(0), type, depth, o.size, geometry.total_size, o.seconds);
+        result r = run_case(d, d.worker(0), type, depth, o.size, geometry.total_size, o.seconds);
         std::printf(
             "result impl=target dev=%s mode=%s test=%s qd=%u size=%u n=%llu iops=%.0f mb_s=%.1f "
             "median_us=%.3f p99_us=%.3f mean_us=%.3f p999_us=%.3f max_us=%.3f errors=%llu\n",

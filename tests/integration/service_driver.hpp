@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include "storage/control_channel.hpp"
 #include "storage/control_message.hpp"
 #include "storage/io_message.hpp"
+#include "storage/keep_alive.hpp"
 #include "storage/tcp_control_channel.hpp"
 
 namespace zc::test {
@@ -488,6 +490,29 @@ class service_driver {
   // Drops the control connection, as a client that goes away would.
   void disconnect() noexcept { channel_->close(); }
 
+  // Waits `how_long` while the data path runs, keeping the session alive as a service does: the
+  // target ends a session whose service sent nothing for its keep-alive timeout (10 s by
+  // default), so a keep_alive_request goes every keep_alive_interval and the answers are read.
+  // Throws status_error when the connection fails or the target says anything else.
+  void keep_alive_for(std::chrono::nanoseconds how_long) {
+    using clock = std::chrono::steady_clock;
+    const auto end = clock::now() + how_long;
+    for (auto now = clock::now(); now < end; now = clock::now()) {
+      if (now >= next_keep_alive_) {
+        send(storage::make_keep_alive());
+        next_keep_alive_ = now + storage::keep_alive_interval;
+      }
+      const auto wait =
+          std::chrono::ceil<std::chrono::milliseconds>(std::min(end, next_keep_alive_) - now);
+      auto r = storage::wait_for(*channel_, wait);
+      if (r.msg && r.msg->type != storage::message_type::keep_alive_response)
+        throw status_error(status::unexpected, "the target sent " +
+                                                   std::string(storage::to_string(r.msg->type)) +
+                                                   " during the data path");
+      if (!r.msg && r.code != status::time_out) throw status_error(r.code, r.text);
+    }
+  }
+
   // ---- state
 
   storage::tcp_client_channel& channel() noexcept { return *channel_; }
@@ -506,6 +531,7 @@ class service_driver {
   std::vector<uint8_t> region_export_;
   std::vector<std::unique_ptr<driver_worker>> workers_;
   uint32_t next_id_ = 0;
+  std::chrono::steady_clock::time_point next_keep_alive_{};
 };
 
 }  // namespace zc::test
