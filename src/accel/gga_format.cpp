@@ -81,7 +81,7 @@ void encode_gga_label(const gga_label& l, std::span<uint8_t, gga_label_size> out
   p[4] = label_version;
   p[5] = static_cast<uint8_t>(l.role);
   p[6] = l.matrix;
-  p[7] = 0;
+  p[7] = l.missed;
   store_be32(p + 8, l.half);
   store_be32(p + label_crc_at, 0);
   store_be64(p + 16, l.blocks);
@@ -94,11 +94,15 @@ gga_label_state decode_gga_label(std::span<const uint8_t, gga_label_size> in,
   const uint8_t* p = in.data();
   static constexpr uint8_t blank[gga_label_size] = {};
   if (std::memcmp(p, blank, gga_label_size) == 0) return gga_label_state::blank;
-  if (std::memcmp(p, label_magic, 4) != 0 || p[4] != label_version || p[7] != 0 ||
+  if (std::memcmp(p, label_magic, 4) != 0 || p[4] != label_version ||
       load_be32(p + label_crc_at) != label_crc(p) || p[5] >= gga_role_count || p[6] > 1)
     return gga_label_state::foreign;
-  const gga_label l{gga_role(p[5]), p[6], load_be32(p + 8), load_be64(p + 16), load_be64(p + 24)};
-  if (l.half == 0 || l.volume == 0) return gga_label_state::foreign;
+  const gga_label l{gga_role(p[5]),    p[6], load_be32(p + 8), load_be64(p + 16),
+                    load_be64(p + 24), p[7]};
+  // Missed: roles only, and never the label's own (a target cannot lack its own writes).
+  const uint8_t roles = (1u << gga_role_count) - 1;
+  if (l.half == 0 || l.volume == 0 || (l.missed & ~roles) != 0 || (l.missed & (1u << p[5])) != 0)
+    return gga_label_state::foreign;
   out = l;
   return gga_label_state::valid;
 }

@@ -67,8 +67,10 @@ gga_pair_verdict judge_gga_pair(const gga_entry& a, const gga_entry& b) noexcept
 // The volume label (v2) at the start of the last H-block of each target: which volume the target
 // belongs to and which half of every block it holds, so that a service given the targets in
 // another order, another volume's target or the other EC matrix refuses to start, and a blank
-// target is known for a replacement. 32 bytes, big-endian: "ZCG2", version 1, role, matrix
-// (0 vandermonde, 1 cauchy), 0; H (u32); crc32c of the 32 bytes with this field 0 (u32);
+// target is known for a replacement; and which other targets missed writes (were lost while
+// writes went on, or are being rebuilt), so that a target that comes back stale is rebuilt.
+// 32 bytes, big-endian: "ZCG2", version 1, role, matrix (0 vandermonde, 1 cauchy), missed (bit
+// per role, never the label's own); H (u32); crc32c of the 32 bytes with this field 0 (u32);
 // blocks n (u64); volume id (u64, never 0).
 inline constexpr uint32_t gga_label_size = 32;
 
@@ -78,6 +80,8 @@ struct gga_label {
   uint32_t half = 0;
   uint64_t blocks = 0;
   uint64_t volume = 0;
+  // The other targets (bit per gga_role) that lack writes this one holds: rebuild them.
+  uint8_t missed = 0;
   bool operator==(const gga_label&) const = default;
 };
 

@@ -231,6 +231,7 @@ void gga_worker::io_path::finish_repair(transaction& t) noexcept {
     ZC_LOG_WARN("worker {}: storage target {}: slot at {} was bad and is rewritten", cpu_, target,
                 at);
   } else {
+    if (is_rebuild(t)) rebuild_failed_ = true;  // its labels keep naming the target
     ZC_LOG_WARN("worker {}: storage target {}: slot at {} is bad and could not be rewritten", cpu_,
                 target, at);
   }

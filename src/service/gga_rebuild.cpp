@@ -14,7 +14,11 @@ namespace zc::service {
 
 void gga_worker::io_path::begin_rebuild(uint64_t first, uint64_t end,
                                         uint64_t bytes_per_second) noexcept {
-  if (first >= end || bytes_per_second == 0) return;
+  if (bytes_per_second == 0) return;
+  if (first >= end) {
+    rebuild_completed_ = true;  // an empty share
+    return;
+  }
   rebuild_next_ = first;
   rebuild_end_ = end;
   rebuild_total_ = end - first;
@@ -35,6 +39,7 @@ size_t gga_worker::io_path::rebuild_step() noexcept {
   if (t.retired) {
     // A target left its block unanswered: its chunk is not used again, nor the rebuild.
     rebuilding_ = false;
+    rebuild_failed_ = true;
     ZC_LOG_ERROR(
         "worker {}: rebuild stopped after {} of {} blocks: a storage target did not "
         "answer",
@@ -66,12 +71,15 @@ void gga_worker::io_path::rebuild_block_done(transaction& t, status result) noex
   t.op = operation::none;
   if (in_flight_ > 0) --in_flight_;
   ++rebuild_checked_;
-  if (!ok(result))
+  if (!ok(result)) {
+    rebuild_failed_ = true;
     ZC_LOG_ERROR("worker {}: rebuild: block at slot offset {} not rebuilt: {}", cpu_,
                  t.plan.target_offset, status_name(result));
+  }
   const uint64_t quarter = std::max<uint64_t>(1, rebuild_total_ / 4);
   if (rebuild_next_ == rebuild_end_) {
     rebuilding_ = false;
+    rebuild_completed_ = true;
     ZC_LOG_INFO("worker {}: rebuild done: {} blocks checked, {} slots rewritten", cpu_,
                 rebuild_checked_, repaired_ - rebuild_repaired_at_start_);
   } else if (rebuild_checked_ % quarter == 0) {

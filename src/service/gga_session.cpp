@@ -162,10 +162,12 @@ message gga_session::on_start(const message& request) {
           message_type::start_storage_response, error);
   if (error) return *error;
   uint8_t replaced = 0;
-  if (options_.format == accel::gga_format::v2)
+  if (options_.format == accel::gga_format::v2) {
     replaced = check_volume();
-  else
+    for_each_worker(workers_, [&](gga_worker& w) { w.set_volume(*volume_, replaced); });
+  } else {
     refuse_v2_volume();
+  }
   // A rebuild rewrites slots from what it read: one that lands between the steps of a zeroing
   // would leave a block with a written slot beside blank ones (gga_sparse.cpp).
   if (replaced != 0 && options_.rebuild_rate_mib != 0)
@@ -178,6 +180,8 @@ message gga_session::on_start(const message& request) {
 
 message gga_session::on_stop(const message& request) {
   workers_.drain();
+  // No write comes after the drain, so no worker can name a target on the labels any more.
+  if (marked_ != 0) clear_marks();
   std::optional<message> error;
   std::exception_ptr failure;
   try {
@@ -270,42 +274,125 @@ uint8_t gga_session::check_volume() {
                                      name, l.volume, volume->volume));
     volume = l;
   }
-  if (blank == 0) {
-    ZC_LOG_INFO("volume {:016x}: three targets in place", volume->volume);
-    return 0;
-  }
   if (volume && std::popcount(blank) >= 2)
     throw status_error(status::invalid_value,
                        fmt::format("volume {:016x}: two of its three targets are blank, and the "
                                    "one left cannot rebuild them (blank all three for a new "
                                    "volume)",
                                    volume->volume));
-  const uint64_t id = volume ? volume->volume : core::random_nonzero_u64();
-  std::array<gga_worker::label_bytes, gga_target_count> bytes{};
+  // The targets that another target's label names as lacking writes (lost while writes went on,
+  // or being rebuilt when the last session ended): rebuilt as blank ones are.
+  uint8_t named = 0;
   for (uint32_t k = 0; k < gga_target_count; ++k)
-    accel::encode_gga_label({accel::gga_role(k), static_cast<uint8_t>(options_.matrix),
-                             geometry_->half(), geometry_->blocks(), id},
-                            bytes[k]);
-  // Its own deadline: the read may have used most of one.
-  const auto written =
-      worker.label_io(true, bytes, blank, core::steady_clock::now() + 2 * options_.control_timeout);
+    if ((blank & (1u << k)) == 0) named = static_cast<uint8_t>(named | labels[k].missed);
+  // All three blank: a new volume, nothing to rebuild.
+  const uint8_t rebuild = volume ? static_cast<uint8_t>(blank | named) : uint8_t(0);
+  if (volume && std::popcount(rebuild) >= 2)
+    throw status_error(
+        status::invalid_value,
+        fmt::format("volume {:016x}: two of its targets lack writes ({}{}), and the one left "
+                    "cannot rebuild them",
+                    volume->volume, describe_targets(named, "named on the others' labels"),
+                    blank != 0 ? ", " + describe_targets(blank, "blank") : std::string()));
+  const uint64_t id = volume ? volume->volume : core::random_nonzero_u64();
+  volume_ = accel::gga_label{accel::gga_role::data_1, static_cast<uint8_t>(options_.matrix),
+                             geometry_->half(), geometry_->blocks(), id};
+  // Every label as it must be now: blank ones written, and the others naming the targets that
+  // are rebuilt, so that a rebuild the session does not finish is begun again by the next one.
+  std::array<gga_worker::label_bytes, gga_target_count> bytes{};
+  uint8_t stale = 0;
   for (uint32_t k = 0; k < gga_target_count; ++k) {
-    if ((blank & (1u << k)) == 0) continue;
-    if (!written[k])
-      throw status_error(
-          status::io_failed,
-          fmt::format("storage {}: its volume label could not be written", targets_.name(k)));
-    if (volume)
-      ZC_LOG_WARN(
-          "storage {} is blank: it joins volume {:016x} as the {} target; each half it "
-          "lacks is rebuilt from the other two when its block is read",
-          targets_.name(k), id, role_names[k]);
+    accel::encode_gga_label(label_of(k, static_cast<uint8_t>(rebuild & ~(1u << k))), bytes[k]);
+    if (bytes[k] != got[k]) stale = static_cast<uint8_t>(stale | (1u << k));
+  }
+  if (stale != 0) {
+    // Its own deadline: the read may have used most of one.
+    const auto written = worker.label_io(true, bytes, stale,
+                                         core::steady_clock::now() + 2 * options_.control_timeout);
+    for (uint32_t k = 0; k < gga_target_count; ++k)
+      if ((stale & (1u << k)) != 0 && !written[k])
+        throw status_error(
+            status::io_failed,
+            fmt::format("storage {}: its volume label could not be written", targets_.name(k)));
   }
   if (!volume) {
     ZC_LOG_INFO("volume {:016x}: a new volume on three blank targets", id);
     return 0;
   }
-  return blank;
+  if (rebuild == 0) {
+    ZC_LOG_INFO("volume {:016x}: three targets in place", id);
+    return 0;
+  }
+  for (uint32_t k = 0; k < gga_target_count; ++k) {
+    if ((blank & (1u << k)) != 0)
+      ZC_LOG_WARN(
+          "storage {} is blank: it joins volume {:016x} as the {} target; each half it "
+          "lacks is rebuilt from the other two when its block is read",
+          targets_.name(k), id, role_names[k]);
+    else if ((named & (1u << k)) != 0)
+      ZC_LOG_WARN(
+          "storage {} missed writes of volume {:016x} (the other targets' labels name it): "
+          "it is rebuilt from the other two; until then a half of it is used only where its "
+          "entry matches the others'",
+          targets_.name(k), id);
+  }
+  marked_ = rebuild;
+  return rebuild;
+}
+
+accel::gga_label gga_session::label_of(uint32_t target, uint8_t missed) const {
+  accel::gga_label l = *volume_;
+  l.role = accel::gga_role(target);
+  l.missed = missed;
+  return l;
+}
+
+std::string gga_session::describe_targets(uint8_t targets, const char* what) const {
+  std::string out;
+  for (uint32_t k = 0; k < gga_target_count; ++k)
+    if ((targets & (1u << k)) != 0) out += (out.empty() ? "" : " and ") + targets_.name(k);
+  return out.empty() || *what == '\0' ? out : out + " " + what;
+}
+
+// After a session that rebuilt what the labels named, with no target lost since, the labels no
+// longer name anyone. Otherwise they keep naming them: the next session rebuilds them again.
+void gga_session::clear_marks() noexcept {
+  bool complete = lost_ == 0;
+  for (const auto& w : workers_) {
+    if (!complete) break;
+    try {
+      complete = w->lost_targets() == 0 && w->rebuild_complete();
+    } catch (...) {
+      complete = false;
+    }
+  }
+  if (!complete) {
+    ZC_LOG_WARN(
+        "volume {:016x}: the rebuild of {} did not complete in this session: the labels keep "
+        "naming {}, and the next session rebuilds it again",
+        volume_->volume, describe_targets(marked_, ""), marked_ == 1 ? "it" : "them");
+    return;
+  }
+  std::array<gga_worker::label_bytes, gga_target_count> bytes{};
+  for (uint32_t k = 0; k < gga_target_count; ++k) accel::encode_gga_label(label_of(k, 0), bytes[k]);
+  try {
+    const auto written =
+        (**workers_.begin())
+            .label_io(true, bytes, 0b111, core::steady_clock::now() + 2 * options_.control_timeout);
+    for (uint32_t k = 0; k < gga_target_count; ++k)
+      if (!written[k])
+        throw status_error(status::io_failed,
+                           fmt::format("storage {} did not take its label", targets_.name(k)));
+  } catch (const std::exception& e) {
+    ZC_LOG_WARN(
+        "volume {:016x}: the labels still name {} after its rebuild ({}): the next session "
+        "checks it again",
+        volume_->volume, describe_targets(marked_, ""), e.what());
+    return;
+  }
+  ZC_LOG_INFO("volume {:016x}: {} rebuilt: the labels name no target any more", volume_->volume,
+              describe_targets(marked_, ""));
+  marked_ = 0;
 }
 
 // Format v1 reads a half without its entry: on a v2 volume it would return other bytes than were

@@ -82,8 +82,10 @@ class gga_session final : public request_handler {
   // Finds targets lost since the last look (a control connection failed, or a worker lost one)
   // and degrades the session for each; throws session_lost when that is not possible.
   void notice_lost_targets();
-  // The labels of the three targets checked (blank ones labelled); returns the replacements
-  // (bit per target: blank targets beside labelled ones). Throws status_error on a mismatch.
+  // The labels of the three targets checked (blank ones labelled, the others naming what is
+  // rebuilt); returns the targets to rebuild (bit per target: blank targets beside labelled
+  // ones, and targets that the others' labels name as lacking writes). Throws status_error on a
+  // mismatch, or when two targets need a rebuild.
   uint8_t check_volume();
   // Format v1: throws status_error when a target holds a v2 volume label.
   void refuse_v2_volume();
@@ -91,6 +93,13 @@ class gga_session final : public request_handler {
   // does not answer in time.
   std::array<gga_worker::label_bytes, gga_target_count> read_labels();
   void begin_rebuild(uint8_t replaced);
+  // The volume's label for `target`, naming `missed`.
+  accel::gga_label label_of(uint32_t target, uint8_t missed) const;
+  // "d1 and d2 <what>" for the targets in `targets` ("" for none).
+  std::string describe_targets(uint8_t targets, const char* what) const;
+  // After the drain: the labels stop naming the targets rebuilt this session (all of them
+  // checked, none lost); otherwise they keep naming them, for the next session.
+  void clear_marks() noexcept;
   void degrade(size_t target, const std::string& why);
   void stop_workers() noexcept;
   void teardown() noexcept;
@@ -104,6 +113,10 @@ class gga_session final : public request_handler {
   std::unique_ptr<core::memory_map> region_;  // the chunks, exported for rdma
   session_workers<gga_worker, gga_worker_stats> workers_;
   uint8_t lost_ = 0;
+  // Format v2: the volume's label (its role data_1) and the targets its labels name as lacking
+  // writes (rebuilt this session).
+  std::optional<accel::gga_label> volume_;
+  uint8_t marked_ = 0;
   uint32_t last_correlation_id_ = 0;
 };
 

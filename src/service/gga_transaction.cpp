@@ -110,6 +110,8 @@ void gga_worker::io_path::finish(transaction& t, status result) noexcept {
     rebuild_block_done(t, result);
     return;
   }
+  // A write that a lost target missed is acknowledged once the others' labels name it.
+  if (t.op == operation::write && ok(result) && park_for_mark(t, parked_at::before_reply)) return;
   io_message_view msg(t.host_message->head());
   msg.set_type(io_message_type::result);
   msg.set_result(result);
@@ -287,6 +289,10 @@ void gga_worker::io_path::post_response_receive(uint32_t target, response_slot& 
 // Every send and response of this step is in: on to the codec, or the next block.
 void gga_worker::io_path::settle(transaction& t) noexcept {
   if (t.issuing || t.sending != 0 || t.awaiting != 0) return;
+  if (t.op == operation::label && mark_pending_) {
+    mark_settled(t);
+    return;
+  }
   if (t.op == operation::label) {
     // Not the host's: no reply. What answered is in the chunk.
     label_answered_ = t.answered;

@@ -42,6 +42,7 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
       config_(config),
       layout_{config.geometry.block_size, config.geometry.entry},
       trigger_(config.recovery_every_n),
+      parked_(transactions),
       messages_(core::memory_map::allocate(
           size_t(transactions + 1) * messages_per_transaction * io_message_size,
           core::access::local_read_write | core::access::pci_read_write)),
@@ -343,9 +344,7 @@ void gga_worker::io_path::start_serving(uint32_t host_consumer) {
     txns_[i].reply->set(*txns_[i].host_message, host_consumer);
   serving_ = true;
   arm_storage();
-  // A slot retired by a label IO that timed out is not used (its chunk may still be written).
-  for (uint32_t i = 0; i < host_transactions_; ++i)
-    if (!txns_[i].retired) post_host_receive(txns_[i]);
+  for (uint32_t i = 0; i < host_transactions_; ++i) post_host_receive(txns_[i]);
 }
 
 // ---- label IO, before the data path starts
@@ -365,12 +364,13 @@ bool gga_worker::io_path::storage_ready() const noexcept {
   return true;
 }
 
-// In transaction 0's chunk, each target's label in the place of its slot; settled by settle().
+// In the label transaction's chunk, each target's label in the place of its slot; settled by
+// settle().
 bool gga_worker::io_path::begin_label_io(bool write,
                                          const std::array<label_bytes, gga_target_count>& labels,
                                          uint8_t targets) noexcept {
-  transaction& t = txns_[0];
-  if (serving_ || label_pending_ || t.op != operation::none) return false;
+  transaction& t = label_transaction();
+  if (label_pending_ || mark_pending_ || t.retired || t.op != operation::none) return false;
   arm_storage();
   t.op = operation::label;
   t.result = status::success;
@@ -394,7 +394,7 @@ bool gga_worker::io_path::begin_label_io(bool write,
 std::array<std::optional<gga_worker::label_bytes>, gga_target_count>
 gga_worker::io_path::label_io_result() const {
   std::array<std::optional<label_bytes>, gga_target_count> out;
-  const uint8_t* chunk = txns_[0].chunk;
+  const uint8_t* chunk = txns_[host_transactions_].chunk;
   for (uint32_t k = 0; k < gga_target_count; ++k) {
     if ((label_answered_ & (1u << k)) == 0) continue;
     label_bytes b{};
@@ -467,6 +467,7 @@ size_t gga_worker::io_path::take_suspects() noexcept {
 
 size_t gga_worker::io_path::poll() {
   size_t done = take_suspects();
+  done += serve_parked();
   done += rebuild_step();
   if (in_flight_ != 0 && engine_.pass_time() >= next_sweep_) {
     done += sweep_deadlines();
@@ -549,6 +550,14 @@ void gga_worker::begin_rebuild(uint64_t first, uint64_t end, uint64_t bytes_per_
   host_.call([first, end, bytes_per_second](io_path& io) {
     io.begin_rebuild(first, end, bytes_per_second);
   });
+}
+
+void gga_worker::set_volume(const accel::gga_label& volume, uint8_t missed) {
+  host_.call([volume, missed](io_path& io) { io.set_volume(volume, missed); });
+}
+
+bool gga_worker::rebuild_complete() {
+  return host_.call([](io_path& io) { return io.rebuild_complete(); });
 }
 
 void gga_worker::refuse_zeroing() {

@@ -109,12 +109,21 @@ class gga_worker {
   // session (the front end writes zeros as data), as a background rebuild will run.
   void refuse_zeroing();
   bool rebuilding();
+  // The rebuild checked every block of this worker's share and rewrote every bad slot it found
+  // (false while it runs, when it stopped or a block failed, and when none was begun).
+  bool rebuild_complete();
+  // Format v2, before the data path starts: the volume's label (role ignored) and the targets
+  // its labels name as having missed writes. From then on, a write that a lost target misses is
+  // sent or acknowledged only once the two others' labels name that target too, so that it is
+  // rebuilt when it comes back (FORMATS.md §4.3).
+  void set_volume(const accel::gga_label& volume, uint8_t missed);
 
-  // Format v2 volume labels (FORMATS.md §4.3), before the data path starts: reads the label of
-  // every target in `targets` (bit per gga_target), or writes labels[k] to them; waits until
-  // `deadline`. Returns, per target, the label's bytes (a write: the bytes written) when that
-  // target answered with success, nullopt when it did not. Throws status_error(time_out) when the
-  // targets' rdma connections were not up in time.
+  // Format v2 volume labels (FORMATS.md §4.3), before the data path starts or, with no rebuild
+  // running, after it drained: reads the label of every target in `targets` (bit per
+  // gga_target), or writes labels[k] to them; waits until `deadline`. Returns, per target, the
+  // label's bytes (a write: the bytes written) when that target answered with success, nullopt when
+  // it did not. Throws status_error(time_out) when the targets' rdma connections were not up in
+  // time.
   using label_bytes = std::array<uint8_t, accel::gga_label_size>;
   std::array<std::optional<label_bytes>, gga_target_count> label_io(
       bool write, const std::array<label_bytes, gga_target_count>& labels, uint8_t targets,

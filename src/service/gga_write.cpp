@@ -63,6 +63,8 @@ bool gga_worker::io_path::write_allowed(transaction& t) noexcept {
 
 void gga_worker::io_path::write_halves(transaction& t) noexcept {
   if (!write_allowed(t)) return;
+  // Sent once the labels of the two others name the lost target (gga_marks.cpp).
+  if (park_for_mark(t, parked_at::before_write)) return;
   begin_step(t);
   for (uint32_t k = 0; k < gga_target_count; ++k)
     if (!is_lost(k))

@@ -1060,6 +1060,81 @@ TEST(gga_pipeline, a_blank_replacement_target_is_rebuilt_in_the_background) {
             std::vector<char>(gga_block_size, 0));
 }
 
+// A target lost while writes go on lacks them. Before the first write it misses, the labels of
+// the two others name it (byte 7 of the label, FORMATS.md §4.3), so a service started later on
+// the same backing files rebuilds it rather than take it back as if it held every write; a
+// session that completes the rebuild leaves labels that name no one. Once rebuilt, it and one
+// other target give back every block, those written while it was away included.
+TEST(gga_pipeline, a_target_that_missed_writes_is_rebuilt_when_it_comes_back) {
+  constexpr uint32_t b = gga_block_size;
+  constexpr uint32_t count = 8;
+  gga_pipeline p({.target_flags = {"--keep-serving"}});
+  for (size_t k = 0; k < 3; ++k)
+    p.set_target_flags(k, {"--backing-file", p.path("t" + std::to_string(k) + ".img")});
+  std::vector<char> data = content_bytes(uint64_t(b) * count, 61);
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  {
+    host h(p.channel(), {b, v2_blocks()});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    std::memcpy(h.region().data(), data.data(), data.size());
+    ASSERT_NO_FATAL_FAILURE(expect_io(p, h, io_write, 0, count));
+    // The parity goes; blocks 2-5 are written again while it is away.
+    p.targets[2]->signal(SIGKILL);
+    ASSERT_TRUE(p.service->wait_for_output("writes go to the two others", run_timeout))
+        << p.all_output();
+    const std::vector<char> again = content_bytes(uint64_t(b) * 4, 62);
+    std::memcpy(data.data() + 2 * b, again.data(), again.size());
+    std::memcpy(h.region().data() + 2 * b, again.data(), again.size());
+    ASSERT_NO_FATAL_FAILURE(expect_io(p, h, io_write, 2, 4, 2 * b));
+  }
+  p.service->signal(SIGINT);
+  ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  // Data 1's and data 2's labels name the parity (bit 2); the parity's own names no one.
+  auto missed_byte = [&](size_t k) {
+    std::ifstream f(p.path("t" + std::to_string(k) + ".img"), std::ios::binary);
+    f.seekg(std::streamoff(gga_block_count - 1) * (b / 2) + 7);
+    return f.get();
+  };
+  EXPECT_EQ(missed_byte(0), 0b100) << p.all_output();
+  EXPECT_EQ(missed_byte(1), 0b100) << p.all_output();
+  EXPECT_EQ(missed_byte(2), 0) << p.all_output();
+
+  // The parity comes back on its file; the next session rebuilds its four stale slots.
+  ASSERT_TRUE(p.start_target(2, false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  {
+    host h(p.channel(), {b, v2_blocks()});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    ASSERT_TRUE(p.service->wait_for_output("rebuild done", run_timeout)) << p.all_output();
+    EXPECT_NE(p.service->output().find("missed writes of volume"), std::string::npos)
+        << p.all_output();
+    EXPECT_NE(p.service->output().find("rebuild done: " + std::to_string(v2_blocks()) +
+                                       " blocks checked, 4 slots rewritten"),
+              std::string::npos)
+        << p.all_output();
+    auto stopped = h.call(storage::message_type::stop_storage_request);
+    ASSERT_TRUE(stopped && stopped->type == storage::message_type::stop_storage_response)
+        << p.all_output();
+  }
+  ASSERT_TRUE(p.service->wait_for_output("the labels name no target any more", run_timeout))
+      << p.all_output();
+  p.service->signal(SIGINT);
+  ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(missed_byte(k), 0) << k << p.all_output();
+
+  // A third session takes the three as they are; without data 2, every block needs the
+  // rebuilt parity.
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  host h(p.channel(), {b, v2_blocks()});
+  ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+  EXPECT_NE(p.service->output().find("three targets in place"), std::string::npos)
+      << p.all_output();
+  p.targets[1]->signal(SIGKILL);
+  ASSERT_TRUE(p.service->wait_for_output("serving degraded", run_timeout)) << p.all_output();
+  ASSERT_NO_FATAL_FAILURE(expect_blocks(p, h, data));
+}
+
 // Two targets replaced by blank ones beside one labelled target: the one left cannot rebuild
 // them, so the service refuses to start (md does not assemble RAID5 with two members missing),
 // and the initiator is told why.
@@ -1087,6 +1162,24 @@ struct identity_case {
 
 void PrintTo(const identity_case& c, std::ostream* os) {
   *os << c.name;
+}
+
+// Rewrites the label of a generated target image (the start of its last block) to name
+// `missed` as lacking writes, with a good check.
+void set_label_missed(gga_pipeline& p, const char* image, uint8_t missed) {
+  const std::string file = p.path(image);
+  const auto at = std::streamoff(fs::file_size(file) - gga_block_size / 2);
+  std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
+  std::array<uint8_t, zc::accel::gga_label_size> bytes{};
+  f.seekg(at);
+  f.read(reinterpret_cast<char*>(bytes.data()), bytes.size());
+  zc::accel::gga_label label;
+  ASSERT_EQ(zc::accel::decode_gga_label(bytes, label), zc::accel::gga_label_state::valid);
+  label.missed = missed;
+  zc::accel::encode_gga_label(label, bytes);
+  f.seekp(at);
+  f.write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  ASSERT_TRUE(f.good());
 }
 
 class volume_identity : public ::testing::TestWithParam<identity_case> {};
@@ -1142,7 +1235,15 @@ INSTANTIATE_TEST_SUITE_P(
                                     "not a format v2 volume"},
                       identity_case{"a_v2_volume_under_a_v1_service",
                                     [](gga_pipeline& p) { p.set_service_format("v1"); },
-                                    "in format v2, and this service has --gga-format v1"}),
+                                    "in format v2, and this service has --gga-format v1"},
+                      identity_case{"labels_that_name_two_targets",
+                                    [](gga_pipeline& p) {
+                                      // Data 1 says the parity missed writes, the parity says
+                                      // data 1 did: one target cannot rebuild two.
+                                      set_label_missed(p, "d1.sbc", 0b100);
+                                      set_label_missed(p, "dp.sbc", 0b001);
+                                    },
+                                    "two of its targets lack writes"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // --json gives the same flags; the configuration printed says what was read.

@@ -10,6 +10,8 @@
 //                        copy into the host's pages, the v2 checksum check and a bad slot's repair
 //   gga_write.cpp        a block write: DMA from the host, compression, EC create, the slot writes
 //   gga_rebuild.cpp      the paced background rebuild of a replacement target's slots
+//   gga_marks.cpp        with a target lost, the live targets' labels made to name it before a
+//                        write it misses is sent or acknowledged (the writes park meanwhile)
 //   gga_sparse.cpp       discard and write zeroes (the slots zeroed on the three targets) and the
 //                        allocation map (the targets' maps, folded into one bit per block)
 // Thread rules: the worker's engine thread, except where a method says otherwise.
@@ -59,8 +61,20 @@ class gga_worker::io_path final : public core::event_source {
   void start_serving(uint32_t host_consumer);
   void begin_rebuild(uint64_t first, uint64_t end, uint64_t bytes_per_second) noexcept;
   bool rebuild_running() const noexcept { return rebuilding_; }
+  // The rebuild checked every block of its share and rewrote every bad slot it found.
+  bool rebuild_complete() const noexcept { return rebuild_completed_ && !rebuild_failed_; }
+  // Format v2, before the data path starts: the volume's label (its role ignored) and the
+  // targets its labels already name as having missed writes (being rebuilt). A target lost from
+  // now on is added to the labels of the two others before a write that it misses is sent or
+  // acknowledged (gga_marks.cpp).
+  void set_volume(const accel::gga_label& volume, uint8_t missed) noexcept {
+    volume_ = volume;
+    missed_ = missed;
+  }
   // The targets' rdma connections are up (what label IO needs).
   bool storage_ready() const noexcept;
+  // In the last transaction (the rebuild's), before the data path starts or while it runs and
+  // that transaction is idle; false when it is not.
   bool begin_label_io(bool write, const std::array<label_bytes, gga_target_count>& labels,
                       uint8_t targets) noexcept;
   bool label_io_done() const noexcept { return !label_pending_; }
@@ -117,7 +131,8 @@ class gga_worker::io_path final : public core::event_source {
   size_t poll() override;
   core::steady_clock::time_point next_deadline() const override {
     if (suspects_ != 0) return core::steady_clock::now();
-    if (!backlog_.empty() || !resends_.empty()) return core::steady_clock::now() + backlog_retry;
+    if (!backlog_.empty() || !resends_.empty() || (!parked_.empty() && !mark_pending_))
+      return core::steady_clock::now() + backlog_retry;
     const auto sweep = in_flight_ != 0 ? next_sweep_ : core::steady_clock::time_point::max();
     if (rebuilding_ && serving_ && txns_[host_transactions_].op == operation::none)
       return std::min(sweep, rebuild_due_);
@@ -128,6 +143,8 @@ class gga_worker::io_path final : public core::event_source {
   // How soon a reply or a storage request that found no room is tried again.
   static constexpr auto backlog_retry = std::chrono::milliseconds(1);
   enum class operation : uint8_t { none, read, write, flush, label, zero, map };
+  // Where a write waits for the lost target to be named on the others' labels (gga_marks.cpp).
+  enum class parked_at : uint8_t { none, before_write, before_reply };
   // One host IO in flight: its request buffer (answered in place), its chunk, its progress.
   struct transaction {
     core::buffer* host_message = nullptr;
@@ -180,6 +197,7 @@ class gga_worker::io_path final : public core::event_source {
     uint64_t map_at = 0;
     uint64_t map_window = 0;
     uint32_t map_bytes = 0;
+    parked_at parked = parked_at::none;
     bool retired = false;  // not used again: a target may still touch its chunk
     bool issuing = false;  // a step's requests are being sent: not settled before all are out
     uint32_t step = 0;     // stamps this step's requests: an older step's answer is not taken
@@ -248,6 +266,16 @@ class gga_worker::io_path final : public core::event_source {
   void encode(transaction& t) noexcept;
   void write_halves(transaction& t) noexcept;
   bool write_allowed(transaction& t) noexcept;
+  // Missed-write marks (gga_marks.cpp): a write that a lost target misses waits (parks) until
+  // the labels of the two others name it; true when t was parked.
+  bool needs_mark() const noexcept {
+    return volume_.volume != 0 && std::popcount(lost_) == 1 && (lost_ & ~missed_) != 0;
+  }
+  bool park_for_mark(transaction& t, parked_at where) noexcept;
+  bool begin_mark() noexcept;
+  void mark_settled(transaction& t) noexcept;
+  size_t serve_parked() noexcept;
+  transaction& label_transaction() noexcept { return txns_[host_transactions_]; }
   uint8_t* host_block(const transaction& t) const noexcept {
     if (is_rebuild(t)) return scratch_->data();
     return config_.host->data() + t.plan.host_offset + uint64_t(t.block) * block_size();
@@ -322,12 +350,23 @@ class gga_worker::io_path final : public core::event_source {
   uint64_t rebuild_total_ = 0;
   uint64_t rebuild_checked_ = 0;
   uint64_t rebuild_repaired_at_start_ = 0;
+  bool rebuild_completed_ = false;  // the rebuild reached the end of its share
+  bool rebuild_failed_ = false;     // a block of it was not rebuilt, or it stopped
   std::chrono::nanoseconds rebuild_interval_{0};
   core::steady_clock::time_point rebuild_due_{};
   std::unique_ptr<core::memory_map> scratch_;  // the rebuild's block
   bool zeroing_refused_ = false;               // refuse_zeroing() was called
-  bool label_pending_ = false;                 // a label IO in transaction 0
+  bool label_pending_ = false;                 // a label IO in the label transaction
   uint8_t label_answered_ = 0;                 // its targets that answered with success
+  // Missed-write marks (gga_marks.cpp): the volume's label (volume 0: no labels, format v1),
+  // the targets the live targets' labels name, a mark being written (and what it names), and
+  // the writes that wait for it (transaction indices, oldest first).
+  accel::gga_label volume_{};
+  uint8_t missed_ = 0;
+  bool mark_pending_ = false;
+  uint8_t mark_missed_ = 0;
+  bool mark_refused_logged_ = false;
+  retry_queue parked_;
   log_first fault_log_{log::level::warning};
   std::unique_ptr<core::memory_map> messages_;
   core::buffer_inventory inventory_;

@@ -343,6 +343,28 @@ TEST(gga_label_codec, anything_but_a_good_label_is_foreign) {
   EXPECT_EQ(decode_gga_label(text, out), gga_label_state::foreign);
 }
 
+// Byte 7 names the other targets that missed writes (FORMATS.md §4.3): any of them round-trips;
+// the label's own role, or a bit past the three roles, makes it foreign even with a good check.
+TEST(gga_label_codec, missed_names_other_roles_only) {
+  for (uint8_t missed : {0b000, 0b010, 0b100, 0b110}) {
+    const gga_label l{gga_role::data_1, 0, 32, 2, 7, static_cast<uint8_t>(missed)};
+    std::array<uint8_t, gga_label_size> bytes{};
+    encode_gga_label(l, bytes);
+    EXPECT_EQ(bytes[7], missed);
+    gga_label back;
+    ASSERT_EQ(decode_gga_label(bytes, back), gga_label_state::valid) << int(missed);
+    EXPECT_EQ(back, l);
+  }
+  for (const gga_label& bad : {gga_label{gga_role::data_1, 0, 32, 2, 7, 0b001},
+                               gga_label{gga_role::parity, 0, 32, 2, 7, 0b101},
+                               gga_label{gga_role::data_2, 0, 32, 2, 7, 0b1000}}) {
+    std::array<uint8_t, gga_label_size> bytes{};
+    encode_gga_label(bad, bytes);
+    gga_label out;
+    EXPECT_EQ(decode_gga_label(bytes, out), gga_label_state::foreign) << int(bad.missed);
+  }
+}
+
 TEST(gga_label_codec, label_is_at_the_start_of_the_last_block) {
   const auto v2 = gga_slot_layout::of(gga_format::v2, 4096);
   EXPECT_EQ(v2.label_at(66), 65u * 4096);
