@@ -41,7 +41,11 @@ void context::fail_all(status result) noexcept {
 }
 
 void context::note_failure(status why) noexcept {
-  if (pending_failure_ == status::success) pending_failure_ = why;
+  if (pending_failure_ != status::success) return;
+  pending_failure_ = why;
+  // Noted inside UCX's progress, maybe the one an arm makes just before the engine sleeps: the
+  // engine passes once more (poll() applies it) instead of sleeping on it until the next event.
+  engine().call_at_pass_end(*this);
 }
 
 void context::on_endpoint_error(void* arg, ucp_ep_h, int s) {

@@ -323,6 +323,8 @@ bool ucx_worker::arm() {
       busy_arms_ = 0;
       return false;  // callbacks ran: the engine passes again before it sleeps
     }
+    // A callback that UCX does not count may still have queued a reply or owed an ack.
+    if (queue_head_ != nullptr || !flush_.empty()) return false;
     s = ucp_worker_arm(worker_);
   }
   if (s != UCS_ERR_BUSY) {
