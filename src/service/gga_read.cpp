@@ -170,8 +170,16 @@ void gga_worker::io_path::check_block(transaction& t) noexcept {
         e.stored_as != t.entry.stored_as;
   }
   if (rewrite && !is_lost(bad) && !newer_write_may_land(t, bad)) {
-    repair(t, bad);
-    return;
+    // Only if no write of the block began or was landing since the read began: the repair would
+    // undo its slot on that target (gga_stripes.hpp). The next read finds the slot again.
+    if (config_.stripes == nullptr || config_.stripes->begin_repair(stripe_of(t), t.stripe_seen)) {
+      if (config_.stripes != nullptr) t.stripe = transaction::holds::repair;
+      repair(t, bad);
+      return;
+    }
+    ZC_LOG_DEBUG("worker {}: slot of block {} not rewritten: a write of it came since", cpu_,
+                 stripe_of(t));
+    if (is_rebuild(t)) rebuild_again_ = true;
   }
   block_done(t);
 }
@@ -239,6 +247,7 @@ void gga_worker::io_path::finish_repair(transaction& t) noexcept {
 }
 
 void gga_worker::io_path::block_done(transaction& t) noexcept {
+  release_stripe(t);
   ++t.block;
   next_block(t);
 }

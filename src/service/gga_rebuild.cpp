@@ -59,6 +59,7 @@ size_t gga_worker::io_path::rebuild_step() noexcept {
   t.awaiting = 0;
   t.forced = -1;
   t.have = t.got = t.refused = t.tried = t.repair = 0;
+  observe_stripe(t);
   begin_step(t);
   for (uint32_t k = 0; k < gga_target_count; ++k)
     if (!is_lost(k)) ask_half(t, k);
@@ -70,6 +71,12 @@ size_t gga_worker::io_path::rebuild_step() noexcept {
 void gga_worker::io_path::rebuild_block_done(transaction& t, status result) noexcept {
   t.op = operation::none;
   if (in_flight_ > 0) --in_flight_;
+  if (rebuild_again_) {
+    // A write of the block came while it was read: checked again at the next interval.
+    rebuild_again_ = false;
+    --rebuild_next_;
+    return;
+  }
   ++rebuild_checked_;
   if (!ok(result)) {
     rebuild_failed_ = true;

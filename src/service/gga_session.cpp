@@ -14,6 +14,12 @@ namespace zc::service {
 using storage::message;
 using storage::message_type;
 
+namespace {
+// The stripe locks' buckets (8 bytes each): a repair skipped or a write delayed by a collision
+// is rare while the host has up to a few hundred writes in flight.
+constexpr size_t gga_stripe_buckets = size_t(1) << 16;
+}  // namespace
+
 gga_geometry agree_geometry(const std::vector<message>& answers, accel::gga_format format) {
   std::optional<storage::query_storage_response_payload> first;
   for (const message& m : answers) {
@@ -120,12 +126,13 @@ message gga_session::on_init(const message& request) {
     }
     comch::connection* conn = client_.channel().connection();
     if (conn == nullptr) throw session_lost(status::not_connected, "client connection lost");
+    if (geometry_->verified()) stripes_ = std::make_unique<gga_stripe_locks>(gga_stripe_buckets);
     for (uint32_t i = 0; i < init->core_count; ++i) {
       gga_worker& w = workers_.add(std::make_unique<gga_worker>(
           options_.cpus[i], options_.poll_mode, device_, *conn, n,
           gga_worker_config{*geometry_, options_.matrix, options_.recovery_every_n, host_map_.get(),
                             region_.get(), gga_chunk_offset(i, n + 1, 0, layout),
-                            options_.control_timeout},
+                            options_.control_timeout, stripes_.get()},
           gga_worker_limits{options_.control_timeout, options_.control_timeout}));
       last_correlation_id_ = request.correlation_id;
       const std::optional<message> refused = on_targets([&] {
@@ -492,6 +499,7 @@ void gga_session::teardown() noexcept {
   if (region_) region_->withdraw_rdma_export();
   if (workers_.started()) stop_workers();
   workers_.clear();
+  stripes_.reset();
   region_.reset();
   host_map_.reset();
 }

@@ -20,6 +20,7 @@
 #include "core/progress_engine.hpp"
 #include "service/client_session.hpp"
 #include "service/gga_layout.hpp"
+#include "service/gga_stripes.hpp"
 #include "service/gga_worker.hpp"
 #include "service/session_workers.hpp"
 #include "service/target_set.hpp"
@@ -110,7 +111,8 @@ class gga_session final : public request_handler {
   client_link& client_;
   std::optional<gga_geometry> geometry_;
   std::unique_ptr<core::memory_map> host_map_;
-  std::unique_ptr<core::memory_map> region_;  // the chunks, exported for rdma
+  std::unique_ptr<core::memory_map> region_;   // the chunks, exported for rdma
+  std::unique_ptr<gga_stripe_locks> stripes_;  // format v2: shared by the workers
   session_workers<gga_worker, gga_worker_stats> workers_;
   uint8_t lost_ = 0;
   // Format v2: the volume's label (its role data_1) and the targets its labels name as lacking

@@ -100,12 +100,19 @@ void gga_worker::io_path::on_host_request(transaction& t) noexcept {
   }
 }
 
+void gga_worker::io_path::release_stripe(transaction& t) noexcept {
+  if (t.stripe == transaction::holds::write) config_.stripes->end_write(stripe_of(t));
+  if (t.stripe == transaction::holds::repair) config_.stripes->end_repair(stripe_of(t));
+  t.stripe = transaction::holds::nothing;
+}
+
 void gga_worker::io_path::fail(transaction& t, const char* what, status why) noexcept {
   note_error(what, why);
   finish(t, why);
 }
 
 void gga_worker::io_path::finish(transaction& t, status result) noexcept {
+  release_stripe(t);
   if (is_rebuild(t)) {
     rebuild_block_done(t, result);
     return;
@@ -156,6 +163,7 @@ void gga_worker::io_path::next_block(transaction& t) noexcept {
   if (t.op == operation::read) {
     t.forced = trigger_.tick() ? static_cast<int>(gga_lost_half(++forced_)) : -1;
     t.have = t.got = t.refused = t.tried = t.repair = 0;
+    observe_stripe(t);
     begin_step(t);
     // Two halves of the three: both data halves, or for a recovery read (§6.3) the other data
     // half and the parity. A lost target's place is taken by the one not asked.
@@ -327,6 +335,7 @@ void gga_worker::io_path::settle(transaction& t) noexcept {
       settle_read(t);
       return;
     case operation::write:
+      release_stripe(t);
       // Every slot written (v1), or in v2 every live target's and at least two: the stripe is
       // whole or, one target lost, readable from the two others.
       if (const uint8_t need = verified() ? uint8_t(0b111 & ~lost_) : uint8_t(0b111);

@@ -48,6 +48,7 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
           core::access::local_read_write | core::access::pci_read_write)),
       inventory_((transactions + 1) * (messages_per_transaction + chunk_views) + 1),
       txns_(transactions + 1),
+      stripe_waits_(transactions),
       backlog_(transactions),
       resends_(size_t(transactions + 1) * gga_target_count) {
   const gga_chunk_layout& layout = layout_;
@@ -468,6 +469,13 @@ size_t gga_worker::io_path::take_suspects() noexcept {
 size_t gga_worker::io_path::poll() {
   size_t done = take_suspects();
   done += serve_parked();
+  // Writes that waited for a repair of their block: tried again in order.
+  for (size_t n = stripe_waits_.size(); n > 0; --n) {
+    transaction& t = txns_[stripe_waits_.front()];
+    stripe_waits_.pop();
+    ++done;
+    write_halves(t);
+  }
   done += rebuild_step();
   if (in_flight_ != 0 && engine_.pass_time() >= next_sweep_) {
     done += sweep_deadlines();

@@ -32,6 +32,7 @@
 #include "core/device.hpp"
 #include "core/memory_map.hpp"
 #include "service/gga_layout.hpp"
+#include "service/gga_stripes.hpp"
 #include "service/worker_host.hpp"
 #include "service/zero_copy_worker.hpp"  // max_worker_transactions
 #include "storage/control_message.hpp"
@@ -67,6 +68,8 @@ struct gga_worker_config {
   uint64_t first_chunk = 0;            // offset of this worker's first chunk in region
   // How long a transaction waits for a target's answer before it fails with time_out.
   std::chrono::milliseconds storage_timeout{5000};
+  // Format v2: the session's repair-against-write order, shared by its workers (outlives them).
+  gga_stripe_locks* stripes = nullptr;
 };
 
 using gga_worker_limits = worker_limits;

@@ -65,6 +65,14 @@ void gga_worker::io_path::write_halves(transaction& t) noexcept {
   if (!write_allowed(t)) return;
   // Sent once the labels of the two others name the lost target (gga_marks.cpp).
   if (park_for_mark(t, parked_at::before_write)) return;
+  // And while no repair of the block is in flight (gga_stripes.hpp).
+  if (config_.stripes != nullptr && t.stripe == transaction::holds::nothing) {
+    if (!config_.stripes->begin_write(stripe_of(t))) {
+      if (!stripe_waits_.push(index(t))) fail(t, "write not queued", status::no_memory);
+      return;
+    }
+    t.stripe = transaction::holds::write;
+  }
   begin_step(t);
   for (uint32_t k = 0; k < gga_target_count; ++k)
     if (!is_lost(k))

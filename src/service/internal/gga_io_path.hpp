@@ -131,7 +131,8 @@ class gga_worker::io_path final : public core::event_source {
   size_t poll() override;
   core::steady_clock::time_point next_deadline() const override {
     if (suspects_ != 0) return core::steady_clock::now();
-    if (!backlog_.empty() || !resends_.empty() || (!parked_.empty() && !mark_pending_))
+    if (!backlog_.empty() || !resends_.empty() || !stripe_waits_.empty() ||
+        (!parked_.empty() && !mark_pending_))
       return core::steady_clock::now() + backlog_retry;
     const auto sweep = in_flight_ != 0 ? next_sweep_ : core::steady_clock::time_point::max();
     if (rebuilding_ && serving_ && txns_[host_transactions_].op == operation::none)
@@ -198,6 +199,9 @@ class gga_worker::io_path final : public core::event_source {
     uint64_t map_window = 0;
     uint32_t map_bytes = 0;
     parked_at parked = parked_at::none;
+    // The block's stripe lock (gga_stripes.hpp): what its read saw, and what it holds.
+    gga_stripe_locks::snapshot stripe_seen = 0;
+    enum class holds : uint8_t { nothing, write, repair } stripe = holds::nothing;
     bool retired = false;  // not used again: a target may still touch its chunk
     bool issuing = false;  // a step's requests are being sent: not settled before all are out
     uint32_t step = 0;     // stamps this step's requests: an older step's answer is not taken
@@ -283,6 +287,15 @@ class gga_worker::io_path final : public core::event_source {
   uint64_t slot_offset(const transaction& t) const noexcept {
     return t.plan.target_offset + uint64_t(t.block) * layout_.slots().slot();
   }
+  // The block t is at, as the stripe locks know it.
+  uint64_t stripe_of(const transaction& t) const noexcept {
+    return slot_offset(t) / layout_.slots().slot();
+  }
+  void observe_stripe(transaction& t) noexcept {
+    if (config_.stripes != nullptr) t.stripe_seen = config_.stripes->observe(stripe_of(t));
+  }
+  // Gives back the lock t holds on its block, if any.
+  void release_stripe(transaction& t) noexcept;
   void fail(transaction& t, const char* what, status why) noexcept;
   // Hands `task`, allocated from `engine` for t, to the engine (its callbacks go on with t), or
   // fails t: `no_task` when none was free, `not_submitted` when the engine refused it.
@@ -352,6 +365,7 @@ class gga_worker::io_path final : public core::event_source {
   uint64_t rebuild_repaired_at_start_ = 0;
   bool rebuild_completed_ = false;  // the rebuild reached the end of its share
   bool rebuild_failed_ = false;     // a block of it was not rebuilt, or it stopped
+  bool rebuild_again_ = false;      // the block being checked is checked once more
   std::chrono::nanoseconds rebuild_interval_{0};
   core::steady_clock::time_point rebuild_due_{};
   std::unique_ptr<core::memory_map> scratch_;  // the rebuild's block
@@ -372,6 +386,8 @@ class gga_worker::io_path final : public core::event_source {
   core::buffer_inventory inventory_;
   std::vector<transaction> txns_;
   std::array<std::vector<response_slot>, gga_target_count> responses_;
+  // Block writes waiting for a repair of their block to end (transaction indices), oldest first.
+  retry_queue stripe_waits_;
   // Replies waiting for a posted host buffer (transaction indices), oldest first.
   retry_queue backlog_;
   // Storage requests UCX could not take yet: index * 3 + target, oldest first.
