@@ -1,6 +1,6 @@
 // Missed-write marks of gga_worker::io_path (format v2, FORMATS.md §4.3): with one target lost,
 // a write goes on to the two others, and the lost target then lacks it. Before such a write is
-// sent (or, for one that was on its way when the target went, acknowledged), the labels of the
+// begun (or, for one that was on its way when the target went, acknowledged), the labels of the
 // two live targets are rewritten to name the lost one, in the label transaction; the writes wait
 // (parked) meanwhile. A service started later on these targets then rebuilds the one named,
 // instead of taking it back as if it held every write (md's event counts play this part).
@@ -69,7 +69,8 @@ void gga_worker::io_path::mark_settled(transaction& t) noexcept {
   for (uint32_t k = 0; k < gga_target_count; ++k)
     if ((unmarked & (1u << k)) != 0) suspect(k);
   if (unmarked == 0) {
-    missed_ = mark_missed_;
+    // The lost target is named now; a target rebuilt since the mark began is not named again.
+    missed_ = static_cast<uint8_t>(missed_ | (mark_missed_ & lost_));
     ZC_LOG_WARN("worker {}: the live targets' labels name target(s) {:#x}: rebuilt when back", cpu_,
                 missed_);
   }
@@ -101,7 +102,7 @@ size_t gga_worker::io_path::serve_parked() noexcept {
       fail(t, "write refused: its lost target is not named on the others' labels",
            status::not_connected);
     } else if (where == parked_at::before_write) {
-      write_halves(t);
+      next_block(t);
     } else if (volume_.volume != 0 && (lost_ & ~missed_) != 0) {
       // A second target went before the first was named: no pair is left to vouch for it.
       fail(t, "write not acknowledged: a target it missed is not named on the others' labels",

@@ -171,7 +171,8 @@ message gga_session::on_start(const message& request) {
   uint8_t replaced = 0;
   if (options_.format == accel::gga_format::v2) {
     replaced = check_volume();
-    for_each_worker(workers_, [&](gga_worker& w) { w.set_volume(*volume_, replaced); });
+    // Not for_each_worker: a worker left without the volume would skip its marks.
+    for (const auto& w : workers_) w->set_volume(*volume_, replaced);
   } else {
     refuse_v2_volume();
   }
@@ -186,9 +187,9 @@ message gga_session::on_start(const message& request) {
 }
 
 message gga_session::on_stop(const message& request) {
-  workers_.drain();
-  // No write comes after the drain, so no worker can name a target on the labels any more.
-  if (marked_ != 0) clear_marks();
+  // With every worker drained no write comes any more, so no worker can name a target on the
+  // labels after the clear.
+  if (workers_.drain() && marked_ != 0) clear_marks();
   std::optional<message> error;
   std::exception_ptr failure;
   try {
@@ -288,10 +289,20 @@ uint8_t gga_session::check_volume() {
                                    "volume)",
                                    volume->volume));
   // The targets that another target's label names as lacking writes (lost while writes went on,
-  // or being rebuilt when the last session ended): rebuilt as blank ones are.
+  // or being rebuilt when the last session ended): rebuilt as blank ones are. A target that both
+  // other labels name was away when they were written: its own label's names are older than
+  // theirs (written before it went, and since made good), so they do not count.
   uint8_t named = 0;
+  uint8_t away = 0;
+  for (uint32_t r = 0; r < gga_target_count; ++r) {
+    int naming = 0;
+    for (uint32_t k = 0; k < gga_target_count; ++k)
+      if (k != r && (blank & (1u << k)) == 0 && (labels[k].missed & (1u << r)) != 0) ++naming;
+    if (naming == 2) away = static_cast<uint8_t>(away | (1u << r));
+  }
   for (uint32_t k = 0; k < gga_target_count; ++k)
-    if ((blank & (1u << k)) == 0) named = static_cast<uint8_t>(named | labels[k].missed);
+    if ((blank & (1u << k)) == 0 && (away & (1u << k)) == 0)
+      named = static_cast<uint8_t>(named | labels[k].missed);
   // All three blank: a new volume, nothing to rebuild.
   const uint8_t rebuild = volume ? static_cast<uint8_t>(blank | named) : uint8_t(0);
   if (volume && std::popcount(rebuild) >= 2)
@@ -364,25 +375,20 @@ std::string gga_session::describe_targets(uint8_t targets, const char* what) con
 // After a session that rebuilt what the labels named, with no target lost since, the labels no
 // longer name anyone. Otherwise they keep naming them: the next session rebuilds them again.
 void gga_session::clear_marks() noexcept {
-  bool complete = lost_ == 0;
-  for (const auto& w : workers_) {
-    if (!complete) break;
-    try {
-      complete = w->lost_targets() == 0 && w->rebuild_complete();
-    } catch (...) {
-      complete = false;
-    }
-  }
-  if (!complete) {
-    ZC_LOG_WARN(
-        "volume {:016x}: the rebuild of {} did not complete in this session: the labels keep "
-        "naming {}, and the next session rebuilds it again",
-        volume_->volume, describe_targets(marked_, ""), marked_ == 1 ? "it" : "them");
-    return;
-  }
-  std::array<gga_worker::label_bytes, gga_target_count> bytes{};
-  for (uint32_t k = 0; k < gga_target_count; ++k) accel::encode_gga_label(label_of(k, 0), bytes[k]);
   try {
+    bool complete = lost_ == 0;
+    for (const auto& w : workers_)
+      complete = complete && w->lost_targets() == 0 && w->rebuild_complete();
+    if (!complete) {
+      ZC_LOG_WARN(
+          "volume {:016x}: the rebuild of {} did not complete in this session: the labels keep "
+          "naming it, and the next session rebuilds it again",
+          volume_->volume, describe_targets(marked_, ""));
+      return;
+    }
+    std::array<gga_worker::label_bytes, gga_target_count> bytes{};
+    for (uint32_t k = 0; k < gga_target_count; ++k)
+      accel::encode_gga_label(label_of(k, 0), bytes[k]);
     const auto written =
         (**workers_.begin())
             .label_io(true, bytes, 0b111, core::steady_clock::now() + 2 * options_.control_timeout);
@@ -390,16 +396,16 @@ void gga_session::clear_marks() noexcept {
       if (!written[k])
         throw status_error(status::io_failed,
                            fmt::format("storage {} did not take its label", targets_.name(k)));
+    ZC_LOG_INFO("volume {:016x}: {} rebuilt: the labels name no target any more", volume_->volume,
+                describe_targets(marked_, ""));
+    marked_ = 0;
   } catch (const std::exception& e) {
     ZC_LOG_WARN(
-        "volume {:016x}: the labels still name {} after its rebuild ({}): the next session "
-        "checks it again",
-        volume_->volume, describe_targets(marked_, ""), e.what());
-    return;
+        "volume {:016x}: the labels still name the targets rebuilt in this session ({}): the "
+        "next session checks them again",
+        volume_->volume, e.what());
+  } catch (...) {
   }
-  ZC_LOG_INFO("volume {:016x}: {} rebuilt: the labels name no target any more", volume_->volume,
-              describe_targets(marked_, ""));
-  marked_ = 0;
 }
 
 // Format v1 reads a half without its entry: on a v2 volume it would return other bytes than were
@@ -439,6 +445,16 @@ void gga_session::begin_rebuild(uint8_t replaced) {
 
 void gga_session::check_health() {
   notice_lost_targets();
+  // Once every worker's rebuild made the named targets whole (and none was lost), a target lost
+  // later is named alone: the labels would otherwise name it beside the rebuilt one, and the next
+  // start would refuse two (the labels' names are dropped on disk at the stop, clear_marks).
+  if (marked_ == 0 || rebuilt_ || lost_ != 0 || !workers_.started() || workers_.stopped()) return;
+  for (const auto& w : workers_)
+    if (w->lost_targets() != 0 || !w->rebuild_complete()) return;
+  for (const auto& w : workers_) w->forget_missed(marked_);
+  rebuilt_ = true;
+  ZC_LOG_INFO("volume {:016x}: rebuild of {} complete", volume_->volume,
+              describe_targets(marked_, ""));
 }
 
 void gga_session::notice_lost_targets() {

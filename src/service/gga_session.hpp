@@ -119,6 +119,7 @@ class gga_session final : public request_handler {
   // writes (rebuilt this session).
   std::optional<accel::gga_label> volume_;
   uint8_t marked_ = 0;
+  bool rebuilt_ = false;  // the workers were told that the rebuild of marked_ completed
   uint32_t last_correlation_id_ = 0;
 };
 

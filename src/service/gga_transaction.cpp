@@ -179,6 +179,9 @@ void gga_worker::io_path::next_block(transaction& t) noexcept {
     return;
   }
   if (!write_allowed(t)) return;
+  // Begun once the labels of the two others name a lost target (gga_marks.cpp): before the
+  // block's generation is taken, so a wait for the mark does not age it.
+  if (park_for_mark(t, parked_at::before_write)) return;
   dma_from_host(t);
 }
 
@@ -250,6 +253,7 @@ void gga_worker::io_path::on_storage_sent(transaction& t) noexcept {
 
 void gga_worker::io_path::on_storage_response(uint32_t target, uint32_t slot) noexcept {
   response_slot& r = responses_[target][slot];
+  r.posted = false;
   if (r.receive->received_length() != io_message_size) {
     note_error("storage response of the wrong length refused", status::invalid_value);
     post_response_receive(target, r);
@@ -289,9 +293,11 @@ void gga_worker::io_path::on_storage_response(uint32_t target, uint32_t slot) no
 
 void gga_worker::io_path::post_response_receive(uint32_t target, response_slot& s) noexcept {
   (void)s.message->set_data(s.message->head(), 0);
-  if (!storage_armed_) return;
+  if (!storage_armed_ || s.posted) return;
   if (status r = control_[target]->submit(*s.receive); !ok(r))
     note_error("cannot post rdma receive", r);
+  else
+    s.posted = true;
 }
 
 // Every send and response of this step is in: on to the codec, or the next block.

@@ -117,8 +117,9 @@ gga_worker::io_path::io_path(uint32_t cpu, core::progress_engine& engine,
         [this, k](rdma::receive_task& t) {
           on_storage_response(k, static_cast<uint32_t>(index_of(t)));
         },
-        [this, k](rdma::receive_task&) {
+        [this, k](rdma::receive_task& t) {
           // Receives fail only when the connection does (or at stop): not posted again.
+          responses_[k][index_of(t)].posted = false;
           if (serving_) suspect(k);
         });
     responses_[k].resize(transactions_);
@@ -560,6 +561,10 @@ void gga_worker::begin_rebuild(uint64_t first, uint64_t end, uint64_t bytes_per_
   });
 }
 
+void gga_worker::forget_missed(uint8_t rebuilt) {
+  host_.call([rebuilt](io_path& io) { io.forget_missed(rebuilt); });
+}
+
 void gga_worker::set_volume(const accel::gga_label& volume, uint8_t missed) {
   host_.call([volume, missed](io_path& io) { io.set_volume(volume, missed); });
 }
@@ -591,7 +596,9 @@ std::array<std::optional<gga_worker::label_bytes>, gga_target_count> gga_worker:
   if (!host_.call([write, labels, targets](io_path& io) {
         return io.begin_label_io(write, labels, targets);
       }))
-    throw status_error(status::bad_state, "volume label IO while the data path runs");
+    throw status_error(status::bad_state,
+                       "volume label IO refused: the label transaction is busy, or retired after "
+                       "a storage timeout");
   // The step's own deadline (the storage timeout) settles it first when a target is silent.
   (void)host_.wait_for([](io_path& io) { return io.label_io_done(); }, deadline);
   return host_.call([](io_path& io) {

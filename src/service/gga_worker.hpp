@@ -120,6 +120,8 @@ class gga_worker {
   // sent or acknowledged only once the two others' labels name that target too, so that it is
   // rebuilt when it comes back (FORMATS.md §4.3).
   void set_volume(const accel::gga_label& volume, uint8_t missed);
+  // The session's rebuild made `rebuilt` whole: a target lost from now on is named alone.
+  void forget_missed(uint8_t rebuilt);
 
   // Format v2 volume labels (FORMATS.md §4.3), before the data path starts or, with no rebuild
   // running, after it drained: reads the label of every target in `targets` (bit per

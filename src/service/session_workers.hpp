@@ -66,8 +66,9 @@ class session_workers {
   // Every worker stops taking IOs; then one wait, bounded by the drain limit, for all of them to
   // answer what they have in flight. It ends early once a target is lost: a target that failed
   // can never answer, and its IOs are answered after the fence instead.
-  void drain() noexcept {
-    if (workers_.empty()) return;
+  // True when every worker answered all it had in flight.
+  bool drain() noexcept {
+    if (workers_.empty()) return true;
     for_each_worker(workers_, [](Worker& w) { w.steps().begin_drain(); });
     const auto deadline = core::steady_clock::now() + workers_.front()->steps().drain_limit();
     std::vector<const Worker*> all;
@@ -77,10 +78,14 @@ class session_workers {
         if (w->rdma_lost()) return true;
       return false;
     };
+    bool drained = true;
     for_each_worker(workers_, [&](Worker& w) {
-      if (!w.steps().wait_drained(deadline, lost) && !lost())
+      if (w.steps().wait_drained(deadline, lost)) return;
+      drained = false;
+      if (!lost())
         ZC_LOG_ERROR("worker on cpu {}: IOs still in flight after the drain limit", w.cpu());
     });
+    return drained;
   }
   // The fence: every rdma context stops and `memory_fenced()` (the host's pages are out of every
   // transfer's reach) holds, within one drain limit (plus the rdma layer's goodbye allowance).

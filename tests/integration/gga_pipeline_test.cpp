@@ -193,6 +193,10 @@ class gga_pipeline {
   }
   // The service's --gga-format when it differs from the generator's --format.
   void set_service_format(std::string f) { service_format_ = std::move(f); }
+  // Added to the service's command line from its next start (replacing the options' ones).
+  void set_service_flags(std::vector<std::string> flags) {
+    options_.service_flags = std::move(flags);
+  }
 
   std::string all_output() const {
     std::string out = generator_output_;
@@ -1062,69 +1066,117 @@ TEST(gga_pipeline, a_blank_replacement_target_is_rebuilt_in_the_background) {
 
 // A target lost while writes go on lacks them. Before the first write it misses, the labels of
 // the two others name it (byte 7 of the label, FORMATS.md §4.3), so a service started later on
-// the same backing files rebuilds it rather than take it back as if it held every write; a
-// session that completes the rebuild leaves labels that name no one. Once rebuilt, it and one
-// other target give back every block, those written while it was away included.
+// the same backing files rebuilds it rather than take it back as if it held every write. The
+// names stay until a session completes the rebuild and stops; once the rebuild is complete, a
+// target lost later is named alone. Each rebuilt target and one other give back every block,
+// those written while it was away included.
 TEST(gga_pipeline, a_target_that_missed_writes_is_rebuilt_when_it_comes_back) {
   constexpr uint32_t b = gga_block_size;
   constexpr uint32_t count = 8;
   gga_pipeline p({.target_flags = {"--keep-serving"}});
   for (size_t k = 0; k < 3; ++k)
     p.set_target_flags(k, {"--backing-file", p.path("t" + std::to_string(k) + ".img")});
-  std::vector<char> data = content_bytes(uint64_t(b) * count, 61);
-  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
-  ASSERT_TRUE(p.start_service()) << p.all_output();
-  {
-    host h(p.channel(), {b, v2_blocks()});
-    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
-    std::memcpy(h.region().data(), data.data(), data.size());
-    ASSERT_NO_FATAL_FAILURE(expect_io(p, h, io_write, 0, count));
-    // The parity goes; blocks 2-5 are written again while it is away.
-    p.targets[2]->signal(SIGKILL);
-    ASSERT_TRUE(p.service->wait_for_output("writes go to the two others", run_timeout))
-        << p.all_output();
-    const std::vector<char> again = content_bytes(uint64_t(b) * 4, 62);
-    std::memcpy(data.data() + 2 * b, again.data(), again.size());
-    std::memcpy(h.region().data() + 2 * b, again.data(), again.size());
-    ASSERT_NO_FATAL_FAILURE(expect_io(p, h, io_write, 2, 4, 2 * b));
-  }
-  p.service->signal(SIGINT);
-  ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
-  // Data 1's and data 2's labels name the parity (bit 2); the parity's own names no one.
+  // Byte 7 of target k's label: the targets it names (bit per role).
   auto missed_byte = [&](size_t k) {
     std::ifstream f(p.path("t" + std::to_string(k) + ".img"), std::ios::binary);
     f.seekg(std::streamoff(gga_block_count - 1) * (b / 2) + 7);
     return f.get();
   };
-  EXPECT_EQ(missed_byte(0), 0b100) << p.all_output();
-  EXPECT_EQ(missed_byte(1), 0b100) << p.all_output();
-  EXPECT_EQ(missed_byte(2), 0) << p.all_output();
+  auto expect_missed = [&](std::array<int, 3> want) {
+    for (size_t k = 0; k < 3; ++k) EXPECT_EQ(missed_byte(k), want[k]) << k << p.all_output();
+  };
+  // A host writes blocks [first, first + n) from `data`.
+  std::vector<char> data = content_bytes(uint64_t(b) * count, 61);
+  auto write = [&](host& h, uint32_t first, uint32_t n) {
+    std::memcpy(h.region().data() + uint64_t(first) * b, data.data() + uint64_t(first) * b,
+                uint64_t(n) * b);
+    expect_io(p, h, io_write, first, n, uint64_t(first) * b);
+  };
+  auto stop_session = [&](host& h) {
+    auto stopped = h.call(storage::message_type::stop_storage_request);
+    ASSERT_TRUE(stopped && stopped->type == storage::message_type::stop_storage_response)
+        << p.all_output();
+  };
+  auto end_service = [&] {
+    p.service->signal(SIGINT);
+    ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
+  };
 
-  // The parity comes back on its file; the next session rebuilds its four stale slots.
+  // 1. The parity goes; blocks 2-5 are written again while it is away.
+  ASSERT_TRUE(p.start_targets(false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  {
+    host h(p.channel(), {b, v2_blocks()});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    ASSERT_NO_FATAL_FAILURE(write(h, 0, count));
+    p.targets[2]->signal(SIGKILL);
+    ASSERT_TRUE(p.service->wait_for_output("writes go to the two others", run_timeout))
+        << p.all_output();
+    const std::vector<char> again = content_bytes(uint64_t(b) * 4, 62);
+    std::memcpy(data.data() + 2 * b, again.data(), again.size());
+    ASSERT_NO_FATAL_FAILURE(write(h, 2, 4));
+  }
+  ASSERT_NO_FATAL_FAILURE(end_service());
+  expect_missed({0b100, 0b100, 0});
+
+  // 2. The parity comes back on its file. A session without a rebuild (--rebuild-rate 0) knows
+  // it missed writes, and leaves the names for the next one.
   ASSERT_TRUE(p.start_target(2, false)) << p.all_output();
+  p.set_service_flags({"--rebuild-rate", "0"});
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  {
+    host h(p.channel(), {b, v2_blocks()});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    EXPECT_NE(p.service->output().find("missed writes of volume"), std::string::npos)
+        << p.all_output();
+    ASSERT_NO_FATAL_FAILURE(stop_session(h));
+  }
+  ASSERT_NO_FATAL_FAILURE(end_service());
+  expect_missed({0b100, 0b100, 0});
+
+  // 3. The next session rebuilds the parity's four stale slots. Then data 1 goes and block 0 is
+  // written again: the labels name data 1 alone (the parity is whole again), and without data 2
+  // every block needs the rebuilt parity.
+  p.set_service_flags({});
   ASSERT_TRUE(p.start_service()) << p.all_output();
   {
     host h(p.channel(), {b, v2_blocks()});
     ASSERT_TRUE(h.walk_to_running()) << p.all_output();
     ASSERT_TRUE(p.service->wait_for_output("rebuild done", run_timeout)) << p.all_output();
-    EXPECT_NE(p.service->output().find("missed writes of volume"), std::string::npos)
-        << p.all_output();
     EXPECT_NE(p.service->output().find("rebuild done: " + std::to_string(v2_blocks()) +
                                        " blocks checked, 4 slots rewritten"),
               std::string::npos)
         << p.all_output();
-    auto stopped = h.call(storage::message_type::stop_storage_request);
-    ASSERT_TRUE(stopped && stopped->type == storage::message_type::stop_storage_response)
+    ASSERT_TRUE(p.service->wait_for_output("complete", run_timeout)) << p.all_output();
+    p.targets[0]->signal(SIGKILL);
+    ASSERT_TRUE(p.service->wait_for_output("serving degraded", run_timeout)) << p.all_output();
+    const std::vector<char> again = content_bytes(b, 63);
+    std::memcpy(data.data(), again.data(), again.size());
+    ASSERT_NO_FATAL_FAILURE(write(h, 0, 1));
+    ASSERT_NO_FATAL_FAILURE(stop_session(h));
+  }
+  ASSERT_NO_FATAL_FAILURE(end_service());
+  expect_missed({0b100, 0b001, 0b001});
+
+  // 4. Data 1 comes back: its one stale slot is rebuilt, the session stops, and the labels name
+  // no one any more. Without data 2, data 1 and the parity give back every block.
+  ASSERT_TRUE(p.start_target(0, false)) << p.all_output();
+  ASSERT_TRUE(p.start_service()) << p.all_output();
+  {
+    host h(p.channel(), {b, v2_blocks()});
+    ASSERT_TRUE(h.walk_to_running()) << p.all_output();
+    ASSERT_TRUE(p.service->wait_for_output("rebuild done", run_timeout)) << p.all_output();
+    EXPECT_NE(p.service->output().find("blocks checked, 1 slots rewritten"), std::string::npos)
         << p.all_output();
+    ASSERT_NO_FATAL_FAILURE(stop_session(h));
   }
   ASSERT_TRUE(p.service->wait_for_output("the labels name no target any more", run_timeout))
       << p.all_output();
-  p.service->signal(SIGINT);
-  ASSERT_TRUE(p.service->wait(start_timeout).has_value()) << p.all_output();
-  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(missed_byte(k), 0) << k << p.all_output();
-
-  // A third session takes the three as they are; without data 2, every block needs the
-  // rebuilt parity.
+  // The labels were written after the drain without posting a receive twice.
+  EXPECT_EQ(p.service->output().find("cannot post rdma receive"), std::string::npos)
+      << p.all_output();
+  ASSERT_NO_FATAL_FAILURE(end_service());
+  expect_missed({0, 0, 0});
   ASSERT_TRUE(p.start_service()) << p.all_output();
   host h(p.channel(), {b, v2_blocks()});
   ASSERT_TRUE(h.walk_to_running()) << p.all_output();

@@ -71,6 +71,11 @@ class gga_worker::io_path final : public core::event_source {
     volume_ = volume;
     missed_ = missed;
   }
+  // The targets the session's rebuild made whole again: a target lost from now on is named on
+  // the labels without them.
+  void forget_missed(uint8_t rebuilt) noexcept {
+    missed_ = static_cast<uint8_t>(missed_ & ~rebuilt);
+  }
   // The targets' rdma connections are up (what label IO needs).
   bool storage_ready() const noexcept;
   // In the last transaction (the rebuild's), before the data path starts or while it runs and
@@ -211,6 +216,7 @@ class gga_worker::io_path final : public core::event_source {
   struct response_slot {
     core::buffer* message = nullptr;
     rdma::receive_task* receive = nullptr;
+    bool posted = false;  // submitted and not completed: not posted again (arm_storage)
   };
 
   rdma::context& context_of(uint32_t target, storage::rdma_role role) {
@@ -313,7 +319,8 @@ class gga_worker::io_path final : public core::event_source {
     }
   }
   void post_response_receive(uint32_t target, response_slot& s) noexcept;
-  // Posts every response receive once (label IO comes before start_serving).
+  // Posts every response receive not posted yet (label IO comes before start_serving, and after
+  // the drain).
   void arm_storage() noexcept;
   // Degraded mode: a target that failed (its rdma connection, a send, a receive) or did not
   // answer in time is suspected at once, from any callback; poll() then marks it lost for good,
