@@ -10,6 +10,11 @@
 
 namespace zc::service {
 
+namespace {
+// How many times the rebuild checks a block again that a host write came to while it was read.
+constexpr uint32_t rebuild_retry_limit = 8;
+}  // namespace
+
 // ---- the rebuild: one block after the other in the last transaction, paced
 
 void gga_worker::io_path::begin_rebuild(uint64_t first, uint64_t end,
@@ -72,11 +77,18 @@ void gga_worker::io_path::rebuild_block_done(transaction& t, status result) noex
   t.op = operation::none;
   if (in_flight_ > 0) --in_flight_;
   if (rebuild_again_) {
-    // A write of the block came while it was read: checked again at the next interval.
+    // A write of the block came while it was read: checked again at the next interval, a few
+    // times; a block that is written all the while is left to the next session's rebuild.
     rebuild_again_ = false;
-    --rebuild_next_;
-    return;
+    if (++rebuild_retries_ <= rebuild_retry_limit) {
+      --rebuild_next_;
+      return;
+    }
+    rebuild_failed_ = true;
+    ZC_LOG_WARN("worker {}: rebuild: block at slot offset {} is written too often to be checked",
+                cpu_, t.plan.target_offset);
   }
+  rebuild_retries_ = 0;
   ++rebuild_checked_;
   if (!ok(result)) {
     rebuild_failed_ = true;

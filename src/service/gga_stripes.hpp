@@ -22,7 +22,7 @@ class gga_stripe_locks {
   // What a read saw when it began, for begin_repair.
   using snapshot = uint64_t;
 
-  // `buckets` is rounded up to a power of two (at least 1).
+  // `buckets` is rounded up to a power of two (at least 2).
   explicit gga_stripe_locks(size_t buckets);
 
   snapshot observe(uint64_t block) const noexcept {
@@ -34,6 +34,11 @@ class gga_stripe_locks {
   void end_write(uint64_t block) noexcept {
     bucket(block).fetch_sub(write_one, std::memory_order_acq_rel);
   }
+  // The same for blocks [first, first + count) at once (a discard or write zeroes): all or none
+  // (false: a repair of one of them is in flight, try again later); end_write_range with the
+  // same range gives them back.
+  bool begin_write_range(uint64_t first, uint64_t count) noexcept;
+  void end_write_range(uint64_t first, uint64_t count) noexcept;
   // True (and the repair holds the bucket until end_repair) only if, since `seen` was observed,
   // no write of the bucket began, and none was in flight when it was observed.
   bool begin_repair(uint64_t block, snapshot seen) noexcept;
@@ -48,6 +53,20 @@ class gga_stripe_locks {
   static constexpr uint64_t version_one = uint64_t(1) << 21;  // bits 21-63: writes begun
 
  private:
+  size_t buckets() const noexcept { return size_t(1) << (64 - shift_); }
+  // Calls f on the bucket of every block of the range, each bucket once when the range has
+  // at least as many blocks as there are buckets; stops at the first false.
+  template <typename F>
+  bool each_bucket(uint64_t first, uint64_t count, F f) const noexcept {
+    if (count >= buckets()) {
+      for (size_t i = 0; i < buckets(); ++i)
+        if (!f(buckets_[i])) return false;
+      return true;
+    }
+    for (uint64_t j = 0; j < count; ++j)
+      if (!f(bucket(first + j))) return false;
+    return true;
+  }
   std::atomic<uint64_t>& bucket(uint64_t block) const noexcept {
     // Fibonacci hashing: neighbouring blocks land in different buckets.
     return buckets_[(block * 0x9E3779B97F4A7C15ull) >> shift_];

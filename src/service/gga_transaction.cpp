@@ -103,6 +103,8 @@ void gga_worker::io_path::on_host_request(transaction& t) noexcept {
 void gga_worker::io_path::release_stripe(transaction& t) noexcept {
   if (t.stripe == transaction::holds::write) config_.stripes->end_write(stripe_of(t));
   if (t.stripe == transaction::holds::repair) config_.stripes->end_repair(stripe_of(t));
+  if (t.stripe == transaction::holds::zeroing)
+    config_.stripes->end_write_range(t.zeroing_first, t.zeroing_count);
   t.stripe = transaction::holds::nothing;
 }
 

@@ -470,12 +470,16 @@ size_t gga_worker::io_path::take_suspects() noexcept {
 size_t gga_worker::io_path::poll() {
   size_t done = take_suspects();
   done += serve_parked();
-  // Writes that waited for a repair of their block: tried again in order.
+  // Writes and zeroings that waited for a repair of their blocks: tried again in order.
   for (size_t n = stripe_waits_.size(); n > 0; --n) {
     transaction& t = txns_[stripe_waits_.front()];
     stripe_waits_.pop();
     ++done;
-    write_halves(t);
+    if (t.op == operation::zero) {
+      if (lock_zeroing(t)) zero_step(t);
+    } else {
+      write_halves(t);
+    }
   }
   done += rebuild_step();
   if (in_flight_ != 0 && engine_.pass_time() >= next_sweep_) {

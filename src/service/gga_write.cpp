@@ -63,6 +63,9 @@ bool gga_worker::io_path::write_allowed(transaction& t) noexcept {
 
 void gga_worker::io_path::write_halves(transaction& t) noexcept {
   if (!write_allowed(t)) return;
+  // A target lost while the block was being made: sent once the others' labels name it
+  // (gga_marks.cpp; begun again from the host's bytes, under a new generation).
+  if (park_for_mark(t, parked_at::before_write)) return;
   // And while no repair of the block is in flight (gga_stripes.hpp).
   if (config_.stripes != nullptr && t.stripe == transaction::holds::nothing) {
     if (!config_.stripes->begin_write(stripe_of(t))) {

@@ -206,7 +206,9 @@ class gga_worker::io_path final : public core::event_source {
     parked_at parked = parked_at::none;
     // The block's stripe lock (gga_stripes.hpp): what its read saw, and what it holds.
     gga_stripe_locks::snapshot stripe_seen = 0;
-    enum class holds : uint8_t { nothing, write, repair } stripe = holds::nothing;
+    enum class holds : uint8_t { nothing, write, repair, zeroing } stripe = holds::nothing;
+    uint64_t zeroing_first = 0;  // a zeroing's blocks, as the stripe locks know them
+    uint64_t zeroing_count = 0;
     bool retired = false;  // not used again: a target may still touch its chunk
     bool issuing = false;  // a step's requests are being sent: not settled before all are out
     uint32_t step = 0;     // stamps this step's requests: an older step's answer is not taken
@@ -300,8 +302,11 @@ class gga_worker::io_path final : public core::event_source {
   void observe_stripe(transaction& t) noexcept {
     if (config_.stripes != nullptr) t.stripe_seen = config_.stripes->observe(stripe_of(t));
   }
-  // Gives back the lock t holds on its block, if any.
+  // Gives back the lock t holds on its block (or a zeroing's blocks), if any.
   void release_stripe(transaction& t) noexcept;
+  // A discard or write zeroes counts as a write of each of its blocks; false (t waits in
+  // stripe_waits_) while a repair of one of them is in flight.
+  bool lock_zeroing(transaction& t) noexcept;
   void fail(transaction& t, const char* what, status why) noexcept;
   // Hands `task`, allocated from `engine` for t, to the engine (its callbacks go on with t), or
   // fails t: `no_task` when none was free, `not_submitted` when the engine refused it.
@@ -373,6 +378,7 @@ class gga_worker::io_path final : public core::event_source {
   bool rebuild_completed_ = false;  // the rebuild reached the end of its share
   bool rebuild_failed_ = false;     // a block of it was not rebuilt, or it stopped
   bool rebuild_again_ = false;      // the block being checked is checked once more
+  uint32_t rebuild_retries_ = 0;    // times the block being checked was checked again
   std::chrono::nanoseconds rebuild_interval_{0};
   core::steady_clock::time_point rebuild_due_{};
   std::unique_ptr<core::memory_map> scratch_;  // the rebuild's block
