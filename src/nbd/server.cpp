@@ -675,6 +675,7 @@ void server::flush_output(connection& c) {
       };
       add(r.header.data(), r.header_size);
       add(r.extra.data(), r.extra.size());
+      if (r.borrowed != nullptr) add(const_cast<char*>(r.borrowed->data()), r.borrowed->size());
       if (r.data != nullptr)
         for_each_piece(r.data->segments, r.data_offset, r.data_length,
                        [&](uint8_t* at, size_t len) {

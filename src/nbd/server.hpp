@@ -35,6 +35,7 @@
 
 #include "core/ring.hpp"
 #include "nbd/backend.hpp"
+#include "nbd/protocol.hpp"
 #include "storage/ipv4_endpoint.hpp"
 #include "storage/tls_psk.hpp"
 #include "storage/unique_fd.hpp"
@@ -261,6 +262,7 @@ class server {
   // The loop's state between passes.
   std::vector<connection*> dirty_;
   std::vector<connection*> serving_now_;
+  std::vector<block_extent> extents_;  // a BLOCK_STATUS reply's, reused
   bool draining_ = false;
   bool ended_ = false;
   std::chrono::steady_clock::time_point drain_deadline_{};

@@ -139,19 +139,25 @@ struct server::request {
   uint64_t cover_offset = 0;
   uint32_t cover_length = 0;
   uint32_t skip = 0;  // h.offset - cover_offset
+  // A BLOCK_STATUS reply's body (its extents), sent from here: the request slot outlives its
+  // reply, and the capacity is kept from one reply to the next (no allocation per request).
+  std::string status_body;
 };
 
 struct server::reply {
   std::array<uint8_t, 32> header{};
   uint8_t header_size = 0;
-  std::string extra;  // handshake replies
+  std::string extra;                      // handshake replies
+  const std::string* borrowed = nullptr;  // sent after extra, owned by the request
   io* data = nullptr;
   uint32_t data_offset = 0;  // where the reply's data starts in the io (an unaligned READ)
   uint32_t data_length = 0;
   int64_t request = -1;  // freed once the reply is out
   bool close_after = false;
   bool start_tls = false;  // STARTTLS's ACK: the TLS handshake begins once it is out
-  size_t total() const noexcept { return header_size + extra.size() + data_length; }
+  size_t total() const noexcept {
+    return header_size + extra.size() + (borrowed != nullptr ? borrowed->size() : 0) + data_length;
+  }
 };
 
 struct server::connection {

@@ -457,7 +457,8 @@ void server::reply_map(connection& c, uint32_t index, const io& x) {
     });
     return set;
   };
-  std::vector<block_extent> extents;
+  std::vector<block_extent>& extents = extents_;  // reused: its capacity stays
+  extents.clear();
   for (uint64_t at = r.h.offset; at < end;) {
     const bool state = allocated(at);
     uint64_t next = (at / block + 1) * block;
@@ -469,9 +470,11 @@ void server::reply_map(connection& c, uint32_t index, const io& x) {
     if ((r.h.flags & command_flag::req_one) != 0) break;
   }
   reply rep;
+  r.status_body.clear();
   encode_block_status(std::span<uint8_t, structured_reply_header_size>(
                           rep.header.data(), structured_reply_header_size),
-                      rep.extra, r.h.cookie, base_allocation_id, extents);
+                      r.status_body, r.h.cookie, base_allocation_id, extents);
+  rep.borrowed = &r.status_body;
   rep.header_size = structured_reply_header_size;
   rep.request = index;
   r.at = request::stage::replying;

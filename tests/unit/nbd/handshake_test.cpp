@@ -444,24 +444,6 @@ TEST(nbd_server_tls, large_replies_to_a_slow_reader_arrive_intact) {
 
 // ---- conformance details
 
-// LIST/SET_META_CONTEXT data: the export name, then the queries.
-std::vector<uint8_t> meta_context_data(const std::string& name,
-                                       const std::vector<std::string>& queries) {
-  std::vector<uint8_t> d(4);
-  store_be32(d.data(), static_cast<uint32_t>(name.size()));
-  d.insert(d.end(), name.begin(), name.end());
-  const size_t count_at = d.size();
-  d.resize(d.size() + 4);
-  store_be32(d.data() + count_at, static_cast<uint32_t>(queries.size()));
-  for (const auto& q : queries) {
-    const size_t at = d.size();
-    d.resize(d.size() + 4);
-    store_be32(d.data() + at, static_cast<uint32_t>(q.size()));
-    d.insert(d.end(), q.begin(), q.end());
-  }
-  return d;
-}
-
 // proto.md: a SET_META_CONTEXT replaces the selection, even one that fails; LIST's context ids
 // are reserved (0).
 TEST(nbd_server, a_failed_set_meta_context_leaves_no_context_and_list_ids_are_zero) {

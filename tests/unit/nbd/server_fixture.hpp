@@ -265,6 +265,24 @@ class raw_client {
 };
 
 // Each client through the handshake and GO: true when all got there.
+// LIST/SET_META_CONTEXT data: the export name, then the queries.
+inline std::vector<uint8_t> meta_context_data(const std::string& name,
+                                              const std::vector<std::string>& queries) {
+  std::vector<uint8_t> d(4);
+  store_be32(d.data(), static_cast<uint32_t>(name.size()));
+  d.insert(d.end(), name.begin(), name.end());
+  const size_t count_at = d.size();
+  d.resize(d.size() + 4);
+  store_be32(d.data() + count_at, static_cast<uint32_t>(queries.size()));
+  for (const auto& q : queries) {
+    const size_t at = d.size();
+    d.resize(d.size() + 4);
+    store_be32(d.data() + at, static_cast<uint32_t>(q.size()));
+    d.insert(d.end(), q.begin(), q.end());
+  }
+  return d;
+}
+
 inline bool open_all(std::initializer_list<raw_client*> clients) {
   for (raw_client* c : clients)
     if (!c->start() || !c->go()) return false;
