@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/blob.hpp"
@@ -126,9 +127,10 @@ void check_private_writable(uintptr_t begin, uintptr_t end) {
   FILE* f = fopen("/proc/self/maps", "re");
   if (f == nullptr) throw status_error(status::operating_system, os_error("/proc/self/maps"));
   uintptr_t covered = begin;
-  char line[4096];
+  char* line = nullptr;  // getline: a line with a long path is still one line
+  size_t capacity = 0;
   std::string refusal;
-  while (covered < end && refusal.empty() && fgets(line, sizeof(line), f) != nullptr) {
+  while (covered < end && refusal.empty() && getline(&line, &capacity, f) >= 0) {
     unsigned long lo = 0, hi = 0;
     char perms[5] = {};
     if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3 || hi <= covered) continue;
@@ -140,6 +142,7 @@ void check_private_writable(uintptr_t begin, uintptr_t end) {
           std::max<uintptr_t>(lo, begin), perms);
     covered = hi;
   }
+  free(line);
   fclose(f);
   if (!refusal.empty()) throw status_error(status::not_permitted, refusal);
   if (covered < end)
