@@ -27,6 +27,14 @@ std::vector<uint8_t> frame_blob(blob_kind kind, std::span<const uint8_t> payload
   return out;
 }
 
+uint16_t peek_blob_kind(std::span<const uint8_t> blob) noexcept {
+  byte_reader r(blob);
+  const uint32_t magic = r.u32();
+  r.u16();  // version
+  const uint16_t kind = r.u16();
+  return r.ok() && magic == blob_magic ? kind : 0;
+}
+
 status parse_blob(std::span<const uint8_t> blob, blob_kind expected,
                   std::span<const uint8_t>& payload, uint16_t version) noexcept {
   byte_reader r(blob);

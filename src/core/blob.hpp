@@ -33,4 +33,8 @@ std::vector<uint8_t> frame_blob(blob_kind kind, std::span<const uint8_t> payload
 status parse_blob(std::span<const uint8_t> blob, blob_kind expected,
                   std::span<const uint8_t>& payload, uint16_t version = blob_version) noexcept;
 
+// The kind a blob's header names, without checking the rest or logging; 0 when it is too short
+// or not a zcstore blob. Only to pick the parser, which then checks everything.
+uint16_t peek_blob_kind(std::span<const uint8_t> blob) noexcept;
+
 }  // namespace zc::core

@@ -59,6 +59,34 @@ class memory_map {
   // The memfd is sealed for good at once: its size, and with pci_read_only (but not
   // pci_read_write) any writable mapping but this map's own.
   static std::unique_ptr<memory_map> allocate(size_t length, access permissions);
+  // Adopts memory the caller already has (malloc, aligned_alloc, a static array) so it can be
+  // PCI-exported: the range is copied once into a new sealed memfd, which is then mapped
+  // MAP_SHARED over the same addresses (one mmap with MAP_FIXED, which replaces the old pages).
+  // The caller's pointers keep working and now reach shareable memory; export_pci() and
+  // everything else work as for allocate(). Rules:
+  // - addr and length must be multiples of the page size (invalid_value otherwise): an importer
+  //   maps the whole memfd, so bytes of a partly covered page (malloc's bookkeeping, another
+  //   object) would reach the peer.
+  // - every page must be mapped private, readable and writable (anonymous memory, the heap, a
+  //   program's .data/.bss), checked in /proc/self/maps: invalid_value for a gap, not_permitted
+  //   for read-only memory or a shared mapping (a file or another memfd, which adoption would
+  //   cut off from its file).
+  // - the range takes its size in memory twice until the old pages go: a range larger than
+  //   MemAvailable + SwapFree is refused with no_memory before anything is done, and the memfd
+  //   is reserved up front (fallocate), so running short is an error, not a SIGBUS.
+  // - no other thread may write the range while adopt() runs (its write could miss the copy),
+  //   and the memory must stay allocated until the map is destroyed.
+  // - failure of any step throws status_error and leaves the range as it was: same pages, same
+  //   contents. (Should the kernel have unmapped the range in a failed MAP_FIXED, the copy is
+  //   mapped back there: private memory, or as a last resort the memfd, contents intact.)
+  // - no mremap: UCX's hook on it (loaded with the rdma layer) drops MREMAP_FIXED's address.
+  // - destroying the map puts private anonymous memory with the current contents back over the
+  //   range (filled from the memfd): the caller's memory stays valid, and importers keep only
+  //   the memfd's pages, no longer the caller's. If that fails (no memory for the copy), the
+  //   memfd is mapped there again (valid memory, same contents) and an error is logged. Nothing
+  //   is touched if the range is no longer the memfd's mapping (freed too early).
+  // - a fork() child shares the adopted pages with its parent instead of copying them.
+  static std::unique_ptr<memory_map> adopt(void* addr, size_t length, access permissions);
   // Maps the pages of a PCI export into this process. The map has the exporter's permissions,
   // less every write right (local, rdma, atomic, pci) when the export is read-only. Throws
   // status_error: invalid_value for a malformed blob, not_found when the exporter has gone,
@@ -71,7 +99,8 @@ class memory_map {
   memory_map(const memory_map&) = delete;
   memory_map& operator=(const memory_map&) = delete;
 
-  // PCI export of allocate()d memory with a pci_* permission; throws not_permitted otherwise.
+  // PCI export of allocate()d or adopt()ed memory with a pci_* permission; throws not_permitted
+  // without one, not_supported for other memory.
   std::vector<uint8_t> export_pci() const;
   // RDMA export of local memory with an rdma_* permission. The first call enters the map in the
   // process's export table under a fresh random key, which only this blob carries: hand it only
@@ -100,12 +129,17 @@ class memory_map {
 
  private:
   memory_map() = default;
+  void make_memfd(size_t mapped, bool reserve);
+  void seal_memfd();
+  void release_adopted() noexcept;
+  void put_back_if_unmapped(void* addr, size_t length) noexcept;
 
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
   access permissions_ = access::local_read_only;
   int memfd_ = -1;
   bool owns_mapping_ = false;
+  bool adopted_ = false;     // the caller's range, remapped over a memfd by adopt()
   std::string memfd_token_;  // random name proving a PCI import maps the right memfd
   uint64_t export_slot_ = 0;
   uint64_t export_key_ = 0;

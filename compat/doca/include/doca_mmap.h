@@ -1,7 +1,8 @@
 /*
  * DOCA memory maps: a range of memory plus who may touch it. A started map over the program's
  * own memory may be exported for RDMA; the peer creates a map from that export and uses it as
- * the remote side of rdma tasks.
+ * the remote side of rdma tasks. A map started with a PCI permission may be exported for PCI:
+ * a process of this machine maps the same pages.
  */
 #ifndef ZC_DOCA_MMAP_H_
 #define ZC_DOCA_MMAP_H_
@@ -43,10 +44,21 @@ DOCA_STABLE doca_error_t doca_mmap_set_max_num_devices(struct doca_mmap* mmap,
 /* Export for RDMA (the map needs an rdma permission). The blob belongs to the map. */
 DOCA_STABLE doca_error_t doca_mmap_export_rdma(struct doca_mmap* mmap, const struct doca_dev* dev,
                                                const void** export_desc, size_t* export_desc_len);
-/* PCI export: NOT_SUPPORTED in this slice. */
+/*
+ * Export for PCI: another process of this machine maps the same pages. The map must have been
+ * started with DOCA_ACCESS_FLAG_PCI_READ_ONLY or _PCI_READ_WRITE (NOT_PERMITTED otherwise); such
+ * a start adopts the program's range into shareable memory at the same addresses, which needs a
+ * page-aligned address and length (INVALID_VALUE) of private read-write memory (NOT_PERMITTED).
+ * doca_mmap_stop/destroy give the range back as private memory with its current contents. The
+ * blob belongs to the map.
+ */
 DOCA_STABLE doca_error_t doca_mmap_export_pci(struct doca_mmap* mmap, const struct doca_dev* dev,
                                               const void** export_desc, size_t* export_desc_len);
-/* A started map describing a peer's RDMA export; the blob is checked before use. */
+/*
+ * A started map from a peer's export; the blob is checked before use. An RDMA export describes
+ * the peer's memory (the remote side of rdma tasks); a PCI export maps the peer's pages into this
+ * process, and the map's range is that mapping's address here.
+ */
 DOCA_STABLE doca_error_t doca_mmap_create_from_export(const union doca_data* user_data,
                                                       const void* export_desc,
                                                       size_t export_desc_len, struct doca_dev* dev,

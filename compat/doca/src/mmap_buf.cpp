@@ -6,6 +6,7 @@
 #include <limits>
 #include <span>
 
+#include "core/blob.hpp"
 #include "objects.hpp"
 
 namespace zc::doca {
@@ -20,6 +21,11 @@ constexpr uint32_t known_access_flags =
 core::access to_zc_access(uint32_t mask) {
   return static_cast<core::access>(mask &
                                    ~static_cast<uint32_t>(DOCA_ACCESS_FLAG_PCI_RELAXED_ORDERING));
+}
+
+// Started with either PCI flag, a map is adopted into a memfd so doca_mmap_export_pci can share it.
+bool pci_shareable(uint32_t mask) {
+  return (mask & (DOCA_ACCESS_FLAG_PCI_READ_ONLY | DOCA_ACCESS_FLAG_PCI_READ_WRITE)) != 0;
 }
 
 // Pairs a zcstore buffer with its doca_buf (refcount 1) and counts it on its map.
@@ -75,8 +81,12 @@ doca_error_t doca_mmap_start(struct doca_mmap* mmap) {
   if (mmap->map != nullptr) return DOCA_ERROR_BAD_STATE;
   return guarded(__func__, [&] {
     if (mmap->addr == nullptr || mmap->len == 0) return DOCA_ERROR_INVALID_VALUE;
-    mmap->map =
-        zc::core::memory_map::wrap(mmap->addr, mmap->len, zc::doca::to_zc_access(mmap->access));
+    // A map another process may reach over PCI must live in a memfd: the program's memory is
+    // adopted into one now (same addresses, same contents; core::memory_map::adopt's rules).
+    const auto access = zc::doca::to_zc_access(mmap->access);
+    mmap->map = zc::doca::pci_shareable(mmap->access)
+                    ? zc::core::memory_map::adopt(mmap->addr, mmap->len, access)
+                    : zc::core::memory_map::wrap(mmap->addr, mmap->len, access);
     return DOCA_SUCCESS;
   });
 }
@@ -85,8 +95,9 @@ doca_error_t doca_mmap_stop(struct doca_mmap* mmap) {
   if (mmap == nullptr) return DOCA_ERROR_INVALID_VALUE;
   if (mmap->buffers != 0) return DOCA_ERROR_IN_USE;
   if (mmap->from_export) return DOCA_ERROR_NOT_PERMITTED;
-  mmap->map.reset();  // withdraws an RDMA export with it
+  mmap->map.reset();  // withdraws an RDMA export, and gives adopted memory back as private
   mmap->rdma_export.clear();
+  mmap->pci_export.clear();
   return DOCA_SUCCESS;
 }
 
@@ -163,11 +174,17 @@ doca_error_t doca_mmap_export_rdma(struct doca_mmap* mmap, const struct doca_dev
 
 doca_error_t doca_mmap_export_pci(struct doca_mmap* mmap, const struct doca_dev* dev,
                                   const void** export_desc, size_t* export_desc_len) {
-  (void)mmap;
-  (void)dev;
-  (void)export_desc;
-  (void)export_desc_len;
-  return ZC_DOCA_NOT_SUPPORTED();
+  if (mmap == nullptr || dev == nullptr || export_desc == nullptr || export_desc_len == nullptr)
+    return DOCA_ERROR_INVALID_VALUE;
+  if (mmap->map == nullptr) return DOCA_ERROR_BAD_STATE;
+  return guarded(__func__, [&] {
+    // NOT_PERMITTED without a PCI flag (the map was not adopted at start), NOT_SUPPORTED for a
+    // map created from an export. A second call hands out the same blob.
+    if (mmap->pci_export.empty()) mmap->pci_export = mmap->map->export_pci();
+    *export_desc = mmap->pci_export.data();
+    *export_desc_len = mmap->pci_export.size();
+    return DOCA_SUCCESS;
+  });
 }
 
 doca_error_t doca_mmap_create_from_export(const union doca_data* user_data, const void* export_desc,
@@ -176,9 +193,13 @@ doca_error_t doca_mmap_create_from_export(const union doca_data* user_data, cons
   if (export_desc == nullptr || export_desc_len == 0 || dev == nullptr || mmap == nullptr)
     return DOCA_ERROR_INVALID_VALUE;
   return guarded(__func__, [&] {
-    // import_rdma checks the framing (magic, version, length, checksum) before anything else.
-    auto imported = zc::core::memory_map::import_rdma(
-        std::span(static_cast<const uint8_t*>(export_desc), export_desc_len));
+    // Both imports check the framing (magic, version, length, checksum) before anything else. A
+    // PCI export maps the exporter's pages here: the map's range is this process's mapping.
+    const std::span blob(static_cast<const uint8_t*>(export_desc), export_desc_len);
+    auto imported =
+        zc::core::peek_blob_kind(blob) == static_cast<uint16_t>(zc::core::blob_kind::pci_memory)
+            ? zc::core::memory_map::import_pci(blob)
+            : zc::core::memory_map::import_rdma(blob);
     auto m = std::make_unique<doca_mmap>();
     if (user_data != nullptr) m->user_data = *user_data;
     m->from_export = true;

@@ -87,6 +87,7 @@ struct doca_mmap {
   bool from_export = false;
   std::unique_ptr<zc::core::memory_map> map;  // set while started
   std::vector<uint8_t> rdma_export;           // the blob doca_mmap_export_rdma handed out
+  std::vector<uint8_t> pci_export;            // the blob doca_mmap_export_pci handed out
   uint32_t buffers = 0;                       // buffers taken from it and not yet released
 };
 

@@ -13,9 +13,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -717,6 +719,206 @@ TEST(memory_map, read_only_pci_export_cannot_be_upgraded_by_editing_the_blob) {
   auto imported = memory_map::import_pci(blob);
   map->data()[0] = 42;
   EXPECT_EQ(imported->data()[0], 42);
+}
+
+// ---- adopted memory (memory_map::adopt) --------------------------------------------------------
+
+size_t page_size() {
+  return static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+void fill(uint8_t* p, size_t n, uint8_t seed) {
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(seed + i * 7 + i / 251);
+}
+
+bool has_pattern(const uint8_t* p, size_t n, uint8_t seed) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != static_cast<uint8_t>(seed + i * 7 + i / 251)) return false;
+  return true;
+}
+
+// The name of the file mapped at p ("" for anonymous memory), from /proc/self/map_files.
+std::string mapped_file(const void* p, size_t n) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  char link[128], target[256] = {};
+  snprintf(link, sizeof(link), "/proc/self/map_files/%lx-%lx", static_cast<unsigned long>(a),
+           static_cast<unsigned long>(a + n));
+  const ssize_t len = readlink(link, target, sizeof(target) - 1);
+  return len < 0 ? std::string() : std::string(target, static_cast<size_t>(len));
+}
+
+struct aligned_memory {
+  explicit aligned_memory(size_t n)
+      : size(n), data(static_cast<uint8_t*>(std::aligned_alloc(page_size(), n))) {}
+  ~aligned_memory() { std::free(data); }
+  size_t size;
+  uint8_t* data;
+};
+
+TEST(memory_map, adopt_keeps_the_addresses_and_contents_and_makes_them_pci_shareable) {
+  const size_t n = 4 * page_size();
+  aligned_memory memory(n);
+  ASSERT_NE(memory.data, nullptr);
+  fill(memory.data, n, 3);
+  auto map = memory_map::adopt(memory.data, n, access::local_read_write | access::pci_read_write);
+  EXPECT_EQ(map->data(), memory.data);
+  EXPECT_EQ(map->size(), n);
+  EXPECT_TRUE(has_pattern(memory.data, n, 3)) << "contents before adoption are lost";
+  EXPECT_NE(mapped_file(memory.data, n).find("zcstore-"), std::string::npos)
+      << "the range is not the memfd's mapping";
+  auto importer = memory_map::import_pci(map->export_pci());
+  ASSERT_EQ(importer->size(), n);
+  EXPECT_TRUE(has_pattern(importer->data(), n, 3));
+  importer->data()[n - 1] = 0xEE;  // the importer's write reaches the original pointer
+  EXPECT_EQ(memory.data[n - 1], 0xEE);
+  memory.data[0] = 0xDD;
+  EXPECT_EQ(importer->data()[0], 0xDD);
+}
+
+TEST(memory_map, destroyed_adopted_map_gives_the_memory_back_private_with_its_contents) {
+  const size_t n = 2 * page_size();
+  aligned_memory memory(n);
+  fill(memory.data, n, 9);
+  auto map = memory_map::adopt(memory.data, n, access::local_read_write | access::pci_read_write);
+  auto importer = memory_map::import_pci(map->export_pci());
+  memory.data[5] = 0x11;
+  map.reset();
+  EXPECT_EQ(mapped_file(memory.data, n), "") << "the range still maps the memfd";
+  EXPECT_EQ(memory.data[5], 0x11);
+  memory.data[5] = static_cast<uint8_t>(9 + 5 * 7);
+  EXPECT_TRUE(has_pattern(memory.data, n, 9));
+  // The importer keeps the memfd's pages only: no longer the program's.
+  importer->data()[0] = static_cast<uint8_t>(memory.data[0] + 1);
+  EXPECT_TRUE(has_pattern(memory.data, n, 9));
+}
+
+TEST(memory_map, adopt_refuses_an_unaligned_range_and_leaves_it_alone) {
+  const size_t page = page_size();
+  aligned_memory memory(3 * page);
+  fill(memory.data, 3 * page, 1);
+  const auto rw = access::local_read_write | access::pci_read_write;
+  EXPECT_EQ(thrown_status([&] { memory_map::adopt(memory.data + 1, page, rw); }),
+            status::invalid_value);
+  EXPECT_EQ(thrown_status([&] { memory_map::adopt(memory.data, page + 100, rw); }),
+            status::invalid_value);
+  EXPECT_EQ(thrown_status([&] { memory_map::adopt(nullptr, page, rw); }), status::invalid_value);
+  EXPECT_EQ(thrown_status([&] { memory_map::adopt(memory.data, 0, rw); }), status::invalid_value);
+  EXPECT_EQ(mapped_file(memory.data, page), "");
+  EXPECT_TRUE(has_pattern(memory.data, 3 * page, 1));
+}
+
+TEST(memory_map, adopt_refuses_read_only_shared_and_unmapped_memory) {
+  const size_t page = page_size();
+  const auto rw = access::local_read_write | access::pci_read_write;
+  void* ro = mmap(nullptr, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  EXPECT_EQ(thrown_status([&] { memory_map::adopt(ro, page, rw); }), status::not_permitted);
+  munmap(ro, page);
+
+  auto* shared = static_cast<uint8_t*>(
+      mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(shared, MAP_FAILED);
+  shared[0] = 7;
+  EXPECT_EQ(thrown_status([&] { memory_map::adopt(shared, page, rw); }), status::not_permitted);
+  EXPECT_EQ(shared[0], 7);
+  munmap(shared, page);
+
+  // Three pages with a hole in the middle.
+  auto* holed = static_cast<uint8_t*>(
+      mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(holed, MAP_FAILED);
+  holed[0] = 5;
+  ASSERT_EQ(munmap(holed + page, page), 0);
+  EXPECT_EQ(thrown_status([&] { memory_map::adopt(holed, 3 * page, rw); }), status::invalid_value);
+  EXPECT_EQ(holed[0], 5);
+  munmap(holed, page);
+  munmap(holed + 2 * page, page);
+}
+
+TEST(memory_map, adopting_more_than_memory_can_hold_is_refused_untouched) {
+  // Reserved address space only (no memory behind it until touched).
+  const size_t huge = size_t{1} << 40;
+  auto* p = static_cast<uint8_t*>(mmap(nullptr, huge, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+  if (p == MAP_FAILED) GTEST_SKIP() << "cannot reserve 1 TiB of address space here";
+  p[0] = 42;
+  EXPECT_EQ(thrown_status([&] {
+              memory_map::adopt(p, huge, access::local_read_write | access::pci_read_write);
+            }),
+            status::no_memory);
+  EXPECT_EQ(p[0], 42);
+  EXPECT_EQ(mapped_file(p, huge), "");
+  munmap(p, huge);
+}
+
+TEST(memory_map, read_only_pci_adoption_is_imported_read_only) {
+  const size_t n = page_size();
+  aligned_memory memory(n);
+  fill(memory.data, n, 4);
+  auto map = memory_map::adopt(memory.data, n, access::local_read_write | access::pci_read_only);
+  auto importer = memory_map::import_pci(map->export_pci());
+  EXPECT_FALSE(has(importer->permissions(), access::pci_read_write));
+  EXPECT_TRUE(has_pattern(importer->data(), n, 4));
+  memory.data[0] = 0x77;  // the program still writes its own memory
+  EXPECT_EQ(importer->data()[0], 0x77);
+}
+
+TEST(memory_map, blob_kind_can_be_read_before_parsing) {
+  auto pci = memory_map::allocate(4096, access::local_read_write | access::pci_read_write);
+  EXPECT_EQ(peek_blob_kind(pci->export_pci()), static_cast<uint16_t>(blob_kind::pci_memory));
+  std::vector<uint8_t> memory(64);
+  auto rdma = memory_map::wrap(memory.data(), memory.size(), access::rdma_read);
+  EXPECT_EQ(peek_blob_kind(rdma->export_rdma()), static_cast<uint16_t>(blob_kind::rdma_memory));
+  EXPECT_EQ(peek_blob_kind(memory), 0);
+  EXPECT_EQ(peek_blob_kind({}), 0);
+}
+
+TEST(memory_map, adopted_memory_is_imported_by_another_process) {
+  // The child adopts memory it allocated after the fork, so the parent shares nothing with it
+  // but what the import maps.
+  const size_t n = 3 * page_size();
+  int to_parent[2], to_child[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  ASSERT_EQ(pipe(to_child), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(to_parent[0]);
+    close(to_child[1]);
+    int code = 1;
+    try {
+      auto* memory = static_cast<uint8_t*>(std::aligned_alloc(page_size(), n));
+      fill(memory, n, 21);
+      auto map = memory_map::adopt(memory, n, access::local_read_write | access::pci_read_write);
+      uint8_t go = 0;
+      if (send_blob(to_parent[1], map->export_pci()) && read_exactly(to_child[0], &go, 1))
+        code = has_pattern(memory, n, 22) ? 0 : 2;  // the parent's bytes, by the original pointer
+      map.reset();
+      if (code == 0 && !has_pattern(memory, n, 22)) code = 4;  // kept after the map is gone
+      std::free(memory);
+    } catch (...) {
+      code = 3;
+    }
+    _exit(code);
+  }
+  close(to_parent[1]);
+  close(to_child[0]);
+  auto blob = receive_blob(to_parent[0]);
+  ASSERT_TRUE(blob.has_value());
+  {
+    auto importer = memory_map::import_pci(*blob);
+    ASSERT_EQ(importer->size(), n);
+    EXPECT_TRUE(has_pattern(importer->data(), n, 21));
+    fill(importer->data(), n, 22);
+  }
+  const uint8_t go = 1;
+  EXPECT_TRUE(write_all(to_child[1], &go, 1));
+  auto st = reap(child);
+  close(to_parent[0]);
+  close(to_child[1]);
+  ASSERT_TRUE(st.has_value()) << "child did not end";
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0)
+      << "child did not see the parent's bytes: exit " << WEXITSTATUS(*st);
 }
 
 }  // namespace

@@ -155,7 +155,7 @@ TEST(doca_mmap, rdma_export_imports_as_the_same_range) {
   doca_mmap* private_map =
       started_mmap(memory.data(), memory.size(), DOCA_ACCESS_FLAG_LOCAL_READ_WRITE);
   EXPECT_EQ(doca_mmap_export_rdma(private_map, dev, &blob, &blob_len), DOCA_ERROR_NOT_PERMITTED);
-  EXPECT_EQ(doca_mmap_export_pci(private_map, dev, &blob, &blob_len), DOCA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(doca_mmap_export_pci(private_map, dev, &blob, &blob_len), DOCA_ERROR_NOT_PERMITTED);
   EXPECT_EQ(doca_mmap_destroy(private_map), DOCA_SUCCESS);
   EXPECT_EQ(doca_dev_close(dev), DOCA_SUCCESS);
 }
