@@ -24,6 +24,7 @@
 #include "core/blob.hpp"
 #include "core/bytes.hpp"
 #include "core/export_table.hpp"
+#include "support/child_io.hpp"
 
 namespace zc::core {
 namespace {
@@ -63,63 +64,19 @@ std::vector<uint8_t> payload_of(const std::vector<uint8_t>& blob, blob_kind kind
   return {payload.begin(), payload.end()};
 }
 
-// Waits for a child with a bound; kills it if it outlives the bound. Returns the wait status.
+// The child IO of tests/support/child_io.hpp, bounded by child_timeout.
+using zc::test::write_all;
 std::optional<int> reap(pid_t pid) {
-  const auto deadline = std::chrono::steady_clock::now() + child_timeout;
-  for (;;) {
-    int st = 0;
-    if (waitpid(pid, &st, WNOHANG) == pid) return st;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      return std::nullopt;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
+  return zc::test::reap(pid, child_timeout);
 }
-
-bool readable_within(int fd, std::chrono::milliseconds bound) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, static_cast<int>(bound.count())) == 1;
-}
-
-// Reads exactly n bytes, each read bounded; false on timeout or end of file.
 bool read_exactly(int fd, void* out, size_t n) {
-  auto* p = static_cast<uint8_t*>(out);
-  while (n > 0) {
-    if (!readable_within(fd, std::chrono::duration_cast<std::chrono::milliseconds>(child_timeout)))
-      return false;
-    ssize_t r = read(fd, p, n);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
+  return zc::test::read_exactly(fd, out, n, child_timeout);
 }
-
-bool write_all(int fd, const void* data, size_t n) {
-  auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 bool send_blob(int fd, const std::vector<uint8_t>& blob) {
-  const uint32_t n = static_cast<uint32_t>(blob.size());
-  return write_all(fd, &n, sizeof(n)) && write_all(fd, blob.data(), blob.size());
+  return zc::test::send_blob(fd, blob);
 }
-
 std::optional<std::vector<uint8_t>> receive_blob(int fd) {
-  uint32_t n = 0;
-  if (!read_exactly(fd, &n, sizeof(n)) || n > blob_header_size + blob_max_payload)
-    return std::nullopt;
-  std::vector<uint8_t> blob(n);
-  if (!read_exactly(fd, blob.data(), n)) return std::nullopt;
-  return blob;
+  return zc::test::receive_blob(fd, blob_header_size + blob_max_payload, child_timeout);
 }
 
 // ---- local maps --------------------------------------------------------------------------------

@@ -13,6 +13,8 @@
 #include <optional>
 #include <thread>
 
+#include "support/child_io.hpp"
+
 namespace zc::core {
 namespace {
 
@@ -21,17 +23,7 @@ using namespace std::chrono_literals;
 constexpr auto child_timeout = 10s;
 
 std::optional<int> reap(pid_t pid) {
-  const auto deadline = std::chrono::steady_clock::now() + child_timeout;
-  for (;;) {
-    int st = 0;
-    if (waitpid(pid, &st, WNOHANG) == pid) return st;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      return std::nullopt;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
+  return zc::test::reap(pid, child_timeout);
 }
 
 // Runs `body` in a child; its return value is the child's exit code.

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/child_io.hpp"
 #include "unit/doca/two_engines.hpp"
 
 namespace {
@@ -43,58 +44,19 @@ bool has_pattern(const uint8_t* p, size_t n, uint8_t seed) {
   return true;
 }
 
-// Waits for a child with a bound; kills it if it outlives the bound. Returns the wait status.
+// The child IO of tests/support/child_io.hpp, bounded by `bound`.
+using zc::test::write_all;
 std::optional<int> reap(pid_t pid) {
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  for (;;) {
-    int st = 0;
-    if (waitpid(pid, &st, WNOHANG) == pid) return st;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      return std::nullopt;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
+  return zc::test::reap(pid, bound);
 }
-
-// Reads exactly n bytes, each read bounded; false on timeout or end of file.
 bool read_exactly(int fd, void* out, size_t n) {
-  auto* p = static_cast<uint8_t*>(out);
-  while (n > 0) {
-    pollfd pfd{fd, POLLIN, 0};
-    if (poll(&pfd, 1, static_cast<int>(std::chrono::milliseconds(bound).count())) != 1)
-      return false;
-    ssize_t r = read(fd, p, n);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
+  return zc::test::read_exactly(fd, out, n, bound);
 }
-
-bool write_all(int fd, const void* data, size_t n) {
-  auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 bool send_blob(int fd, const void* blob, size_t len) {
-  const uint32_t n = static_cast<uint32_t>(len);
-  return write_all(fd, &n, sizeof(n)) && write_all(fd, blob, len);
+  return zc::test::send_blob(fd, {static_cast<const uint8_t*>(blob), len});
 }
-
 std::optional<std::vector<uint8_t>> receive_blob(int fd) {
-  uint32_t n = 0;
-  if (!read_exactly(fd, &n, sizeof(n)) || n > 1 << 20) return std::nullopt;
-  std::vector<uint8_t> blob(n);
-  if (!read_exactly(fd, blob.data(), n)) return std::nullopt;
-  return blob;
+  return zc::test::receive_blob(fd, 1 << 20, bound);
 }
 
 doca_error_t start_mmap(doca_mmap* m, void* addr, size_t len, uint32_t access) {
