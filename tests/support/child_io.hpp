@@ -79,4 +79,43 @@ inline std::optional<std::vector<uint8_t>> receive_blob(int fd, size_t max,
   return blob;
 }
 
+// A forked child with a pipe each way: body(to_parent, from_parent) runs in the child, and its
+// return value is the child's exit code (3 when it throws). The parent gets the other ends (pid
+// -1 when a pipe or the fork failed).
+struct piped_child {
+  pid_t pid = -1;
+  int from_child = -1;
+  int to_child = -1;
+};
+
+template <typename Body>
+piped_child fork_piped(Body body) {
+  int up[2], down[2];
+  if (pipe(up) != 0) return {};
+  if (pipe(down) != 0) {
+    close(up[0]);
+    close(up[1]);
+    return {};
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(up[0]);
+    close(down[1]);
+    int code = 3;
+    try {
+      code = body(up[1], down[0]);
+    } catch (...) {
+    }
+    _exit(code);
+  }
+  close(up[1]);
+  close(down[0]);
+  if (pid < 0) {
+    close(up[0]);
+    close(down[1]);
+    return {};
+  }
+  return {pid, up[0], down[1]};
+}
+
 }  // namespace zc::test

@@ -591,29 +591,15 @@ TEST(memory_map, malformed_pci_blob_is_refused) {
 }
 
 TEST(memory_map, pci_import_from_another_process_shares_its_pages) {
-  int to_parent[2], to_child[2];
-  ASSERT_EQ(pipe(to_parent), 0);
-  ASSERT_EQ(pipe(to_child), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(to_parent[0]);
-    close(to_child[1]);
-    int code = 1;
-    try {
-      auto map = memory_map::allocate(map_size, access::local_read_write | access::pci_read_write);
-      std::memset(map->data(), 0xA5, map_size);
-      uint8_t go = 0;
-      if (send_blob(to_parent[1], map->export_pci()) && read_exactly(to_child[0], &go, 1))
-        code = map->data()[0] == 0x5A && map->data()[map_size - 1] == 0xA5 ? 0 : 2;
-    } catch (...) {
-      code = 3;
-    }
-    _exit(code);
-  }
-  close(to_parent[1]);
-  close(to_child[0]);
-  auto blob = receive_blob(to_parent[0]);
+  const auto child = zc::test::fork_piped([](int to_parent, int from_parent) {
+    auto map = memory_map::allocate(map_size, access::local_read_write | access::pci_read_write);
+    std::memset(map->data(), 0xA5, map_size);
+    uint8_t go = 0;
+    if (!send_blob(to_parent, map->export_pci()) || !read_exactly(from_parent, &go, 1)) return 1;
+    return map->data()[0] == 0x5A && map->data()[map_size - 1] == 0xA5 ? 0 : 2;
+  });
+  ASSERT_GE(child.pid, 0);
+  auto blob = receive_blob(child.from_child);
   ASSERT_TRUE(blob.has_value());
   {
     auto importer = memory_map::import_pci(*blob);
@@ -622,35 +608,25 @@ TEST(memory_map, pci_import_from_another_process_shares_its_pages) {
     importer->data()[0] = 0x5A;
   }
   const uint8_t go = 1;
-  EXPECT_TRUE(write_all(to_child[1], &go, 1));
-  auto st = reap(child);
-  close(to_parent[0]);
-  close(to_child[1]);
+  EXPECT_TRUE(write_all(child.to_child, &go, 1));
+  auto st = reap(child.pid);
+  close(child.from_child);
+  close(child.to_child);
   ASSERT_TRUE(st.has_value()) << "child did not end";
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0)
       << "child saw the parent's write: exit " << WEXITSTATUS(*st);
 }
 
 TEST(memory_map, pci_blob_of_an_exited_process_is_not_found) {
-  int to_parent[2];
-  ASSERT_EQ(pipe(to_parent), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(to_parent[0]);
-    int code = 1;
-    try {
-      auto map = memory_map::allocate(4096, access::local_read_write | access::pci_read_write);
-      code = send_blob(to_parent[1], map->export_pci()) ? 0 : 2;
-    } catch (...) {
-      code = 3;
-    }
-    _exit(code);
-  }
-  close(to_parent[1]);
-  auto blob = receive_blob(to_parent[0]);
-  close(to_parent[0]);
-  auto st = reap(child);
+  const auto child = zc::test::fork_piped([](int to_parent, int) {
+    auto map = memory_map::allocate(4096, access::local_read_write | access::pci_read_write);
+    return send_blob(to_parent, map->export_pci()) ? 0 : 2;
+  });
+  ASSERT_GE(child.pid, 0);
+  auto blob = receive_blob(child.from_child);
+  close(child.from_child);
+  close(child.to_child);
+  auto st = reap(child.pid);
   ASSERT_TRUE(st.has_value());
   ASSERT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
   ASSERT_TRUE(blob.has_value());
@@ -834,33 +810,21 @@ TEST(memory_map, adopted_memory_is_imported_by_another_process) {
   // The child adopts memory it allocated after the fork, so the parent shares nothing with it
   // but what the import maps.
   const size_t n = 3 * page_size();
-  int to_parent[2], to_child[2];
-  ASSERT_EQ(pipe(to_parent), 0);
-  ASSERT_EQ(pipe(to_child), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(to_parent[0]);
-    close(to_child[1]);
+  const auto child = zc::test::fork_piped([n](int to_parent, int from_parent) {
+    auto* memory = static_cast<uint8_t*>(std::aligned_alloc(page_size(), n));
+    fill(memory, n, 21);
+    auto map = memory_map::adopt(memory, n, access::local_read_write | access::pci_read_write);
+    uint8_t go = 0;
     int code = 1;
-    try {
-      auto* memory = static_cast<uint8_t*>(std::aligned_alloc(page_size(), n));
-      fill(memory, n, 21);
-      auto map = memory_map::adopt(memory, n, access::local_read_write | access::pci_read_write);
-      uint8_t go = 0;
-      if (send_blob(to_parent[1], map->export_pci()) && read_exactly(to_child[0], &go, 1))
-        code = has_pattern(memory, n, 22) ? 0 : 2;  // the parent's bytes, by the original pointer
-      map.reset();
-      if (code == 0 && !has_pattern(memory, n, 22)) code = 4;  // kept after the map is gone
-      std::free(memory);
-    } catch (...) {
-      code = 3;
-    }
-    _exit(code);
-  }
-  close(to_parent[1]);
-  close(to_child[0]);
-  auto blob = receive_blob(to_parent[0]);
+    if (send_blob(to_parent, map->export_pci()) && read_exactly(from_parent, &go, 1))
+      code = has_pattern(memory, n, 22) ? 0 : 2;  // the parent's bytes, by the original pointer
+    map.reset();
+    if (code == 0 && !has_pattern(memory, n, 22)) code = 4;  // kept after the map is gone
+    std::free(memory);
+    return code;
+  });
+  ASSERT_GE(child.pid, 0);
+  auto blob = receive_blob(child.from_child);
   ASSERT_TRUE(blob.has_value());
   {
     auto importer = memory_map::import_pci(*blob);
@@ -869,10 +833,10 @@ TEST(memory_map, adopted_memory_is_imported_by_another_process) {
     fill(importer->data(), n, 22);
   }
   const uint8_t go = 1;
-  EXPECT_TRUE(write_all(to_child[1], &go, 1));
-  auto st = reap(child);
-  close(to_parent[0]);
-  close(to_child[1]);
+  EXPECT_TRUE(write_all(child.to_child, &go, 1));
+  auto st = reap(child.pid);
+  close(child.from_child);
+  close(child.to_child);
   ASSERT_TRUE(st.has_value()) << "child did not end";
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0)
       << "child did not see the parent's bytes: exit " << WEXITSTATUS(*st);

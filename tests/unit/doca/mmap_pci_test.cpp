@@ -108,19 +108,10 @@ struct ignore_sigpipe {
 TEST(doca_mmap_pci, aligned_alloc_memory_is_shared_with_another_process_byte_for_byte) {
   const size_t n = 5 * page_size();
   ignore_sigpipe guard;
-  int to_parent[2], to_child[2];
-  ASSERT_EQ(pipe(to_parent), 0);
-  ASSERT_EQ(pipe(to_child), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(to_parent[0]);
-    close(to_child[1]);
-    _exit(exporter(to_parent[1], to_child[0], n));
-  }
-  close(to_parent[1]);
-  close(to_child[0]);
-  auto blob = receive_blob(to_parent[0]);
+  const auto child = zc::test::fork_piped(
+      [n](int to_parent, int from_parent) { return exporter(to_parent, from_parent, n); });
+  ASSERT_GE(child.pid, 0);
+  auto blob = receive_blob(child.from_child);
   if (blob.has_value()) {
     // Process B: the blob through DOCA's API only.
     doca_dev* dev = open_device("sm");
@@ -147,10 +138,10 @@ TEST(doca_mmap_pci, aligned_alloc_memory_is_shared_with_another_process_byte_for
     EXPECT_EQ(doca_dev_close(dev), DOCA_SUCCESS);
   }
   const uint8_t done = 1;
-  write_all(to_child[1], &done, 1);
-  auto st = reap(child);
-  close(to_parent[0]);
-  close(to_child[1]);
+  write_all(child.to_child, &done, 1);
+  auto st = reap(child.pid);
+  close(child.from_child);
+  close(child.to_child);
   ASSERT_TRUE(blob.has_value()) << "no export from A";
   ASSERT_TRUE(st.has_value()) << "A did not end";
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "A failed at step " << WEXITSTATUS(*st);
