@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -76,12 +77,23 @@ TEST(gga_stripe_locks, a_range_is_taken_whole_or_not_at_all) {
 }
 
 // Threads hammering one bucket: a repair never overlaps a write, and every lock is given back.
+// Each thread works until both kinds have got the bucket `enough` times (a kind that has idles,
+// so that the other is not starved: a repair fails whenever a write began since it looked).
 TEST(gga_stripe_locks, repairs_and_writes_exclude_each_other_across_threads) {
+  constexpr int enough = 500;
   gga_stripe_locks locks(1);
   std::atomic<int> writers{0}, repairers{0}, overlaps{0}, writes{0}, repairs{0};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto working = [&] {
+    return (writes.load() < enough || repairs.load() < enough) &&
+           std::chrono::steady_clock::now() < deadline;
+  };
   auto writer = [&] {
-    for (int i = 0; i < 20000; ++i) {
-      if (!locks.begin_write(5)) continue;
+    while (working()) {
+      if (writes.load() >= enough || !locks.begin_write(5)) {
+        std::this_thread::yield();
+        continue;
+      }
       writers.fetch_add(1);
       writes.fetch_add(1);
       if (repairers.load() != 0) overlaps.fetch_add(1);
@@ -90,8 +102,11 @@ TEST(gga_stripe_locks, repairs_and_writes_exclude_each_other_across_threads) {
     }
   };
   auto repairer = [&] {
-    for (int i = 0; i < 20000; ++i) {
-      if (!locks.begin_repair(5, locks.observe(5))) continue;
+    while (working()) {
+      if (repairs.load() >= enough || !locks.begin_repair(5, locks.observe(5))) {
+        std::this_thread::yield();
+        continue;
+      }
       repairers.fetch_add(1);
       repairs.fetch_add(1);
       if (writers.load() != 0 || repairers.load() != 1) overlaps.fetch_add(1);
@@ -107,8 +122,8 @@ TEST(gga_stripe_locks, repairs_and_writes_exclude_each_other_across_threads) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(overlaps.load(), 0);
   // Both kinds got the bucket: the exclusion was exercised, not avoided.
-  EXPECT_GT(writes.load(), 0);
-  EXPECT_GT(repairs.load(), 0);
+  EXPECT_GE(writes.load(), enough);
+  EXPECT_GE(repairs.load(), enough);
   const auto s = locks.observe(5);
   EXPECT_EQ(s & (gga_stripe_locks::repair_bit | gga_stripe_locks::writes_mask), 0u);
 }
