@@ -13,7 +13,11 @@
 #           images of a random file, and write + read-back transactions of that file;
 #           degraded: reads and writes with the data 1 target SIGKILLed before the CPU window
 #           (reads rebuild data 1's half through EC, writes go to data 2 and the parity);
-#   zc:     the zero-copy pipeline (zcstore_comch_to_rdma_zero_copy, one target) at the same sizes.
+#   zc:     the zero-copy pipeline (zcstore_comch_to_rdma_zero_copy, one target) at the same sizes;
+#   rebuild: a blank data 1 target beside the generator's data 2 and parity images of
+#           ZC_BENCH_REBUILD_MIB MiB, rebuilt by the service in the background at each of
+#           ZC_BENCH_REBUILD_RATES MiB/s while the initiator reads at QD1; the rate is the blocks
+#           checked over the time between the service's "rebuild of" and "rebuild done" lines.
 # Every regular case at QD1 and QD64 for each logical block size (8 KiB and 16 KiB), the
 # incompressible and degraded ones at 8 KiB only (ZC_BENCH_EXTRA_SIZES / _DEPTHS); one worker.
 # A degraded run's IOPS and CPU per block are those of the degraded part of the run, from the
@@ -55,6 +59,8 @@ PERF=${ZC_BENCH_PERF:-1}
 QUIET_WAIT=${ZC_BENCH_QUIET_WAIT:-30}
 QUIET_PCT=${ZC_BENCH_QUIET_PCT:-15}
 STORAGE=$((16 << 20)) # bytes of plain data behind every pipeline
+REBUILD_MIB=${ZC_BENCH_REBUILD_MIB:-128}
+REBUILD_RATES=${ZC_BENCH_REBUILD_RATES:-"64 100000"}
 RUN_TIMEOUT=120
 DEGRADED_WAIT=10 # s for the service to say "serving degraded" after the kill
 DEGRADED_SETTLE=${ZC_BENCH_DEGRADED_SETTLE:-4} # s from "serving degraded" to a degraded window
@@ -434,6 +440,101 @@ for size in $ALL_SIZES; do
   done
 done
 
+# log_seconds LOG RE: the time of day (s since midnight) of the first line of LOG matching RE.
+log_seconds() {
+  sed -nE "/$2/{s/^\[([0-9]{2}):([0-9]{2}):([0-9]{2}\.[0-9]+)\].*/\1 \2 \3/p;q}" "$1" |
+    awk '{ printf "%.6f", $1 * 3600 + $2 * 60 + $3 }'
+}
+
+# run_rebuild SIZE RATE TAG: a blank data 1 target (the geometry of the data 2 image) beside the
+# data 2 and parity images in $WORK/images-rebuild-SIZE; the service rebuilds data 1 at RATE
+# MiB/s while the initiator reads at QD1. Prints the result line's fields on success.
+run_rebuild() {
+  local size=$1 rate=$2 tag=$3
+  local dir=$WORK/$tag images=$WORK/images-rebuild-$1 chan="zc-bench-gga-$$-$3" tpids=() ports=()
+  mkdir -p "$dir"
+  local half=$((size / 2)) count
+  count=$(od -An -tu4 --endian=big -j12 -N4 "$images/data_2.sbc" | tr -d ' ')
+  local i args port
+  for i in 1 2 p; do
+    if [ "$i" = 1 ]; then
+      args=(--block-size "$half" --block-count "$count")
+    else
+      args=(--binary-content "$images/data_$i.sbc")
+    fi
+    taskset -c "$TCPU" timeout "$RUN_TIMEOUT" "$TARGET" -d "$DEV" --cpu "$TCPU" --listen-port 0 \
+      --poll-mode "$POLL" "${args[@]}" >"$dir/target-$i.log" 2>&1 &
+    tpids+=($!)
+  done
+  local names=(1 2 p) log
+  for i in 0 1 2; do
+    log=$dir/target-${names[$i]}.log
+    if ! port=$(bench_wait_log "$log" 'listening on port [0-9]+' 10 "${tpids[$i]}"); then
+      echo "run_gga.sh: $tag: a target did not start:" >&2
+      tail -n 20 "$log" >&2
+      kill "${tpids[@]}" 2>/dev/null || true
+      return 1
+    fi
+    ports+=("${port##* }")
+  done
+  taskset -c "$SCPU" timeout "$RUN_TIMEOUT" "$GGA" --data-1-storage "127.0.0.1:${ports[0]}" \
+    --data-2-storage "127.0.0.1:${ports[1]}" --data-p-storage "127.0.0.1:${ports[2]}" \
+    --matrix-type vandermonde --gga-format v2 --rebuild-rate "$rate" -d "$DEV" -r auto \
+    --cpu "$SCPU" --command-channel-name "$chan" --poll-mode "$POLL" >"$dir/service.log" 2>&1 &
+  local spid=$!
+  PIDS+=("$spid")
+  if ! bench_wait_log "$dir/service.log" "listening on channel" 10 "$spid" >/dev/null; then
+    echo "run_gga.sh: $tag: the service did not start:" >&2
+    tail -n 20 "$dir/service.log" >&2
+    kill "$spid" "${tpids[@]}" 2>/dev/null || true
+    return 1
+  fi
+  taskset -c "$CCPU" timeout "$RUN_TIMEOUT" "$INITIATOR" -d "$DEV" --cpu "$CCPU" \
+    --execution-strategy read_throughput_test --run-limit-operation-count 1000000000 \
+    --transaction-count 1 --command-channel-name "$chan" --poll-mode "$POLL" --no-progress \
+    >"$dir/initiator.log" 2>&1 &
+  local ipid=$! ok=1
+  PIDS+=("$ipid")
+  bench_wait_log "$dir/service.log" 'rebuild done: [0-9]+ blocks checked, [0-9]+ slots' \
+    $((RUN_TIMEOUT - 10)) "$spid" >/dev/null || ok=0
+  kill -INT "$(child_of "$ipid")" 2>/dev/null || true
+  wait "$ipid" 2>/dev/null || true
+  for _ in $(seq 250); do
+    kill -0 "$spid" 2>/dev/null || break
+    sleep 0.02
+  done
+  kill "$spid" "${tpids[@]}" 2>/dev/null || true
+  wait "$spid" "${tpids[@]}" 2>/dev/null || true
+  local begin end done_line
+  begin=$(log_seconds "$dir/service.log" 'rebuild of [0-9]+ blocks')
+  end=$(log_seconds "$dir/service.log" 'rebuild done')
+  done_line=$(grep -m1 -oE 'rebuild done: [0-9]+ blocks checked, [0-9]+ slots' "$dir/service.log" || true)
+  if [ $ok = 0 ] || [ -z "$begin" ] || [ -z "$end" ] || [ -z "$done_line" ]; then
+    echo "run_gga.sh: $tag: the rebuild did not finish:" >&2
+    tail -n 20 "$dir/service.log" >&2
+    return 1
+  fi
+  local blocks rewritten
+  blocks=$(echo "$done_line" | awk '{ print $3 }')
+  rewritten=$(echo "$done_line" | awk '{ print $6 }')
+  awk -v b="$begin" -v e="$end" -v n="$blocks" -v s="$size" -v r="$rate" -v w="$rewritten" 'BEGIN {
+    t = e - b; if (t < 0) t += 86400
+    printf "impl=rebuild size=%d rate_set=%d blocks=%d rewritten=%d seconds=%.3f mib_s=%.1f\n", s, r, n, w, t, (t > 0 ? n * s / 1048576 / t : 0) }'
+}
+
+for size in $EXTRA_SIZES; do
+  make_plain "$WORK/plain-rebuild-$size.bin" $((REBUILD_MIB << 20))
+  make_images "images-rebuild-$size" "$WORK/plain-rebuild-$size.bin" "$size" || { FAILED=1; continue; }
+  for rate in $REBUILD_RATES; do
+    echo "-- gga rebuild of a blank data 1 target, $size-byte blocks, --rebuild-rate $rate"
+    if line=$(run_rebuild "$size" "$rate" "rebuild-$size-$rate"); then
+      echo "result $line" | tee -a "$RESULTS" | sed 's/^result /  /'
+    else
+      FAILED=1
+    fi
+  done
+done
+
 # ---- where the service's time goes: one more gga read run under perf (not a measured one).
 PROFILE=$WORK/profile.md
 : >"$PROFILE"
@@ -619,6 +720,17 @@ awk -v table="$TABLE" -v verdict="$VERDICT" -v sizes="$ALL_SIZES" -v depths="$AL
   }
 ' "$RESULTS"
 
+{
+  echo
+  echo "| rebuild of a blank data 1 target (host reading at QD1 alongside) | block | \`--rebuild-rate\` MiB/s | blocks checked | slots rewritten (rebuild and host reads) | seconds | MiB/s of blocks checked |"
+  echo "|---|---|---|---|---|---|---|"
+  awk '$1 == "result" && $2 == "impl=rebuild" {
+    delete kv
+    for (i = 2; i <= NF; ++i) { split($i, p, "="); kv[p[1]] = p[2] }
+    printf "| %d MiB volume | %d KiB | %s | %d | %d | %.2f | %.1f |\n", kv["blocks"] * kv["size"] / 1048576, kv["size"] / 1024, (kv["rate_set"] >= 100000 ? kv["rate_set"] " (no pacing in effect)" : kv["rate_set"]), kv["blocks"], kv["rewritten"], kv["seconds"], kv["mib_s"]
+  }' "$RESULTS"
+} >>"$TABLE"
+
 if [ "${ZC_BENCH_NO_DOC:-0}" = 1 ]; then
   echo
   cat "$TABLE" "$VERDICT"
@@ -660,7 +772,7 @@ SECTION=$WORK/section.md
   echo "- Data: $((STORAGE >> 20)) MiB of the compressible text \`zcstore_local gga\` makes (\"block storage line N of the gga pipeline\", an 8 KiB block compresses to about 1.2 KiB), turned into three images by \`zcstore_gga_offload_sbc_generator --block-size B --matrix-type vandermonde --format v2\`; the zero-copy target serves the same plain file (\`--binary-content\`). write_throughput_test writes the initiator's memory as it is, zero blocks; read_write_data_validity_test writes each text block, reads it back and compares it, so its IO is a write and a read. **Incompressible data**: $((STORAGE >> 20)) MiB from /dev/urandom through the same generator, which stores every block raw (its LZ4 image does not fit); its rows read those images (read_throughput_test) and write each random block and read it back (read_write_data_validity_test with \`--storage-plain-content\` the random file: the service tries LZ4, stores the block raw, and the read-back is compared byte for byte; the service counted every write of the run in \`| Raw writes:\`)."
   echo "- **Reads are verified** (image format v2, \`--gga-format v2\`, the default): every half carries a 16-byte entry (generation, crc32c of the plain block, lz4 or raw), and every block read is checked against its crc32c before it is answered (a mismatch falls back to the other pair). The service CPU per block of every gga row includes that check, and the raw codec baselines include a crc32c of the block for each read and each write."
   echo "- **Degraded** rows: the data 1 target is killed (SIGKILL) once the initiator prints \"running ...\" (the service's data path must have started: a target lost before it ends the session); the service notices within a fraction of a second and logs \"serving degraded\", and the run goes on without an error: reads rebuild data 1's half from data 2 and the parity (EC decode), writes go to data 2 and the parity (\`| Degraded writes:\`). The CPU window opens ${DEGRADED_SETTLE} s after \"serving degraded\", to measure the steady degraded state (right after the loss the service settles what was in flight to the lost target and retires that IO's slot; the lowest one-second rate after the kill is listed below the table). The run has no pilot (it is sized from the healthy case's rate) and runs the initiator with \`--progress\`: the IOPS of a degraded row, and the blocks behind its CPU per block, are the operations completed inside the window (interpolated between the once-a-second progress lines around its edges) over its length, while mean / p50 / p99 cover the whole run, the kill included."
-  echo "- **Rebuild rate**: not measured yet: a lost target is served degraded for the rest of the session; a blank replacement target is rebuilt in the background by the next session at `--rebuild-rate` MiB/s (a pace the service sets, default 64), and a row for it is left for a later run."
+  echo "- **Rebuild rate** (the table after the main one): the generator's images of $REBUILD_MIB MiB of the same text in $(kib_list "$EXTRA_SIZES") blocks, with the data 1 target replaced by a blank one of the same geometry (\`--block-size B/2 --block-count\` of the data 2 image); the service labels it and rebuilds every block's data 1 slot in the background (\`--rebuild-rate\` R: at most R MiB/s of blocks checked; $(and_list "$REBUILD_RATES")), while the initiator reads at QD1 (read_throughput_test, stopped once the service logs \"rebuild done\"). Seconds: between the service's \"rebuild of N blocks\" and \"rebuild done\" log lines; MiB/s: blocks checked × B over those seconds; slots rewritten: the service's count over that time, the repairs of the host's reads of blank slots included. The rebuild runs one block at a time in one transaction per worker (one worker here), so its rate is bounded by one block's round trips (its three slots read, then the blank one rewritten), whatever \`--rebuild-rate\` allows."
   echo "- Processes per case (fresh each time; PORTn from the targets' \"listening on port\" lines, NAME a fresh channel name): targets \`zcstore_target_rdma -d $DEV --cpu $TCPU --listen-port 0 --poll-mode $POLL --binary-content data_1.sbc|data_2.sbc|data_p.sbc\`; service \`zcstore_comch_to_rdma_gga_offload --data-1-storage 127.0.0.1:PORT1 --data-2-storage 127.0.0.1:PORT2 --data-p-storage 127.0.0.1:PORT3 --matrix-type vandermonde --trigger-recovery-read-every-n 0|1 --gga-format v2 -d $DEV -r auto --cpu $SCPU --command-channel-name NAME --poll-mode $POLL\`; initiator \`zcstore_initiator_comch -d $DEV --cpu $CCPU --execution-strategy read_throughput_test|write_throughput_test|read_write_data_validity_test --run-limit-operation-count N --transaction-count QD --command-channel-name NAME --poll-mode $POLL --stats-json FILE --no-progress\`. Zero-copy: one target \`--block-size B --block-count $((STORAGE >> 20))·2^20/B --binary-content PLAIN --poll-mode $ZC_TPOLL\` and \`zcstore_comch_to_rdma_zero_copy --storage-server 127.0.0.1:PORT ...\` with the same flags. A pilot run per case measures its rate; N is then set so that the measured run lasts about ${WARM} + ${SECS} s and more."
   echo "- IOPS = operation_count / duration_seconds of the initiator's stats JSON; latencies its latency_us fields (submitted → response received, whole µs; p50/p99 up to ~3 % high, histogram bucket edges). **Service CPU µs / block** = (utime + stime of the service process from /proc/PID/stat at the end of a window − at its start) / CLK_TCK ($CLK_TCK Hz) / (IOPS × window length × blocks per IO); the window opens ${WARM} s after the initiator starts (past connecting and the control steps) and lasts ${SECS} s; it only counts when the initiator was still running at its end. **Raw codec µs / block**: the cpu time per block of zc_accel_bench's raw rows below (liblz4 \`LZ4_compress_default\` / \`LZ4_decompress_safe\`, ISA-L \`ec_encode_data\` and \`crc32_iscsi\`, memcpy, cycling over 256 blocks of the same text; Google Benchmark, \`--benchmark_min_time=0.2\`, pinned to cpu $SCPU) for what the service does per block (the IO column says which): a read decompresses one image and checks its crc32c; a recovery read (and a degraded read) also rebuilds a half; a write computes the crc32c, compresses and encodes; a raw read copies the block out and checks its crc32c; a raw write tries LZ4 on random data (it runs to the end and does not fit), computes the crc32c and encodes. **Zero-copy CPU + 1.5 × raw**: the aim stated against the zero-copy service: the gga service's CPU per block should stay under the zero-copy service's (its rows of the same block size and depth in this run: read for the reads, write for the writes, their mean for a write + read-back) plus 1.5× the raw codec cost; the zero-copy target busy-polls alone on its core while the gga targets share one in event mode (see Placement)."
   echo

@@ -99,12 +99,19 @@ message gga_session::on_init(const message& request) {
     throw status_error(status::invalid_value,
                        fmt::format("Unable to create {} threads as only {} were defined",
                                    init->core_count, options_.cpus.size()));
-  // 2T for the host and one for the rebuild, all within the targets' limit.
-  if (init->transaction_count == 0 || init->transaction_count > (max_worker_transactions - 1) / 2)
-    throw status_error(status::invalid_value,
-                       fmt::format("transaction count {} is outside 1..{}", init->transaction_count,
-                                   (max_worker_transactions - 1) / 2));
+  // 2T for the host and one for the rebuild; the targets get two receives for each (below), all
+  // within their limit.
+  constexpr uint32_t most = (max_worker_transactions / 2 - 1) / 2;
+  if (init->transaction_count == 0 || init->transaction_count > most)
+    throw status_error(status::invalid_value, fmt::format("transaction count {} is outside 1..{}",
+                                                          init->transaction_count, most));
   const uint32_t n = init->transaction_count * 2;
+  // A transaction's next request to a target may come right behind its answer (a repair after
+  // a read, the next block's read): it carries the acknowledgement of that answer, and the target
+  // posts that slot's receive again only once the acknowledgement has completed its send. So
+  // each transaction may hold two of a target's receives for a moment; with one each, two such
+  // steps at once found none posted, and the target was taken for lost.
+  const uint32_t target_slots = 2 * (n + 1);
   const gga_chunk_layout layout{geometry_->block_size, geometry_->entry};
   // Each worker's chunks: its n transactions and the rebuild's.
   const uint64_t region_size =
@@ -118,7 +125,7 @@ message gga_session::on_init(const message& request) {
     std::vector<uint8_t> blob = region_->export_rdma();
     std::optional<message> error;
     fan_out(request, message_type::init_storage_request,
-            storage::init_storage_request_payload{n + 1, init->core_count, blob},
+            storage::init_storage_request_payload{target_slots, init->core_count, blob},
             message_type::init_storage_response, error);
     if (error) {
       teardown();
