@@ -189,6 +189,24 @@ service_stat() {
   sed -nE "s/^\| $2: ([0-9]+)\$/\1/p" "$1" | tail -n 1
 }
 
+# target_ports TAG LOG:PID...: the ports the targets (each its log and its pid) listen on, in
+# order, on one line; nothing (the log shown, every target killed) when one did not start.
+target_ports() {
+  local tag=$1 pair port pids=() out=()
+  shift
+  for pair in "$@"; do pids+=("${pair##*:}"); done
+  for pair in "$@"; do
+    if ! port=$(bench_wait_log "${pair%:*}" 'listening on port [0-9]+' 10 "${pair##*:}"); then
+      echo "run_gga.sh: $tag: a target did not start:" >&2
+      tail -n 20 "${pair%:*}" >&2
+      kill "${pids[@]}" 2>/dev/null || true
+      return 1
+    fi
+    out+=("${port##* }")
+  done
+  echo "${out[@]}"
+}
+
 # run_case PIPE TEST QD SIZE OPS TAG [WINDOW]: three (zc) or five (gga) fresh processes; prints
 # the result line's fields (without "result") on success. WINDOW 0: no CPU window (pilot runs);
 # "perf": a perf profile of the service instead of the CPU window. TEST: read, recovery, write,
@@ -198,7 +216,7 @@ run_case() {
   local pipe=$1 test=$2 qd=$3 size=$4 ops=$5 tag=$6 window=${7:-1}
   local dir=$WORK/$tag
   mkdir -p "$dir"
-  local chan="zc-bench-gga-$$-$tag" tpids=() ports=() logs=() args port i
+  local chan="zc-bench-gga-$$-$tag" tpids=() ports=() logs=() args i
   local images=$WORK/images-$size plain=$WORK/plain-$size.bin degraded=0
   case $test in
     raw*)
@@ -222,15 +240,10 @@ run_case() {
       --poll-mode "$([ "$pipe" = gga ] && echo "$POLL" || echo "$ZC_TPOLL")" "${args[@]}" >"${logs[$i]}" 2>&1 &
     tpids+=($!)
   done
-  for i in "${!logs[@]}"; do
-    if ! port=$(bench_wait_log "${logs[$i]}" 'listening on port [0-9]+' 10 "${tpids[$i]}"); then
-      echo "run_gga.sh: $tag: a target did not start:" >&2
-      tail -n 20 "${logs[$i]}" >&2
-      kill "${tpids[@]}" 2>/dev/null || true
-      return 1
-    fi
-    ports+=("${port##* }")
-  done
+  local pairs=()
+  for i in "${!logs[@]}"; do pairs+=("${logs[$i]}:${tpids[$i]}"); done
+  read -r -a ports <<<"$(target_ports "$tag" "${pairs[@]}")"
+  [ "${#ports[@]}" = "${#logs[@]}" ] || return 1
   local service_args
   if [ "$pipe" = gga ]; then
     local every=0
@@ -455,7 +468,7 @@ run_rebuild() {
   mkdir -p "$dir"
   local half=$((size / 2)) count
   count=$(od -An -tu4 --endian=big -j12 -N4 "$images/data_2.sbc" | tr -d ' ')
-  local i args port
+  local i args
   for i in 1 2 p; do
     if [ "$i" = 1 ]; then
       args=(--block-size "$half" --block-count "$count")
@@ -466,17 +479,9 @@ run_rebuild() {
       --poll-mode "$POLL" "${args[@]}" >"$dir/target-$i.log" 2>&1 &
     tpids+=($!)
   done
-  local names=(1 2 p) log
-  for i in 0 1 2; do
-    log=$dir/target-${names[$i]}.log
-    if ! port=$(bench_wait_log "$log" 'listening on port [0-9]+' 10 "${tpids[$i]}"); then
-      echo "run_gga.sh: $tag: a target did not start:" >&2
-      tail -n 20 "$log" >&2
-      kill "${tpids[@]}" 2>/dev/null || true
-      return 1
-    fi
-    ports+=("${port##* }")
-  done
+  read -r -a ports <<<"$(target_ports "$tag" "$dir/target-1.log:${tpids[0]}" \
+    "$dir/target-2.log:${tpids[1]}" "$dir/target-p.log:${tpids[2]}")"
+  [ "${#ports[@]}" = 3 ] || return 1
   taskset -c "$SCPU" timeout "$RUN_TIMEOUT" "$GGA" --data-1-storage "127.0.0.1:${ports[0]}" \
     --data-2-storage "127.0.0.1:${ports[1]}" --data-p-storage "127.0.0.1:${ports[2]}" \
     --matrix-type vandermonde --gga-format v2 --rebuild-rate "$rate" -d "$DEV" -r auto \

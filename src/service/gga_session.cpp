@@ -379,14 +379,18 @@ std::string gga_session::describe_targets(uint8_t targets, const char* what) con
   return out.empty() || *what == '\0' ? out : out + " " + what;
 }
 
+bool gga_session::rebuild_complete() {
+  if (lost_ != 0) return false;
+  for (const auto& w : workers_)
+    if (w->lost_targets() != 0 || !w->rebuild_complete()) return false;
+  return true;
+}
+
 // After a session that rebuilt what the labels named, with no target lost since, the labels no
 // longer name anyone. Otherwise they keep naming them: the next session rebuilds them again.
 void gga_session::clear_marks() noexcept {
   try {
-    bool complete = lost_ == 0;
-    for (const auto& w : workers_)
-      complete = complete && w->lost_targets() == 0 && w->rebuild_complete();
-    if (!complete) {
+    if (!rebuild_complete()) {
       ZC_LOG_WARN(
           "volume {:016x}: the rebuild of {} did not complete in this session: the labels keep "
           "naming it, and the next session rebuilds it again",
@@ -455,9 +459,8 @@ void gga_session::check_health() {
   // Once every worker's rebuild made the named targets whole (and none was lost), a target lost
   // later is named alone: the labels would otherwise name it beside the rebuilt one, and the next
   // start would refuse two (the labels' names are dropped on disk at the stop, clear_marks).
-  if (marked_ == 0 || rebuilt_ || lost_ != 0 || !workers_.started() || workers_.stopped()) return;
-  for (const auto& w : workers_)
-    if (w->lost_targets() != 0 || !w->rebuild_complete()) return;
+  if (marked_ == 0 || rebuilt_ || !workers_.started() || workers_.stopped() || !rebuild_complete())
+    return;
   for (const auto& w : workers_) w->forget_missed(marked_);
   rebuilt_ = true;
   ZC_LOG_INFO("volume {:016x}: rebuild of {} complete", volume_->volume,

@@ -101,6 +101,9 @@ class gga_session final : public request_handler {
   // After the drain: the labels stop naming the targets rebuilt this session (all of them
   // checked, none lost); otherwise they keep naming them, for the next session.
   void clear_marks() noexcept;
+  // Every worker's rebuild checked its whole share with every bad slot rewritten, and no target
+  // was lost (the session's or a worker's).
+  bool rebuild_complete();
   void degrade(size_t target, const std::string& why);
   void stop_workers() noexcept;
   void teardown() noexcept;

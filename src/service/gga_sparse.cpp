@@ -73,19 +73,7 @@ void gga_worker::io_path::begin_zeroing(transaction& t, uint32_t io_size,
   t.span_at = storage_offset / b * s;
   t.span_end = (storage_offset + io_size) / b * s;
   t.span_step = 0;
-  t.zeroing_first = storage_offset / b;
-  t.zeroing_count = io_size / b;
-  if (lock_zeroing(t)) zero_step(t);
-}
-
-bool gga_worker::io_path::lock_zeroing(transaction& t) noexcept {
-  if (config_.stripes == nullptr || t.stripe != transaction::holds::nothing) return true;
-  if (!config_.stripes->begin_write_range(t.zeroing_first, t.zeroing_count)) {
-    if (!stripe_waits_.push(index(t))) fail(t, "zeroing not queued", status::no_memory);
-    return false;
-  }
-  t.stripe = transaction::holds::zeroing;
-  return true;
+  if (hold_stripe(t, transaction::holds::zeroing)) zero_step(t);
 }
 
 // The next non-empty piece of the span to every target: the whole target blocks inside (write

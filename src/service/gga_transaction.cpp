@@ -100,11 +100,39 @@ void gga_worker::io_path::on_host_request(transaction& t) noexcept {
   }
 }
 
+bool gga_worker::io_path::hold_stripe(transaction& t, transaction::holds kind) noexcept {
+  if (config_.stripes == nullptr || t.stripe != transaction::holds::nothing) return true;
+  bool taken = false;
+  if (kind == transaction::holds::zeroing) {
+    const auto [first, count] = zeroed_blocks(t);
+    taken = config_.stripes->begin_write_range(first, count);
+  } else {
+    taken = config_.stripes->begin_write(stripe_of(t));
+  }
+  if (!taken) {
+    if (!stripe_waits_.push(index(t))) fail(t, "IO not queued for its blocks", status::no_memory);
+    return false;
+  }
+  t.stripe = kind;
+  return true;
+}
+
 void gga_worker::io_path::release_stripe(transaction& t) noexcept {
-  if (t.stripe == transaction::holds::write) config_.stripes->end_write(stripe_of(t));
-  if (t.stripe == transaction::holds::repair) config_.stripes->end_repair(stripe_of(t));
-  if (t.stripe == transaction::holds::zeroing)
-    config_.stripes->end_write_range(t.zeroing_first, t.zeroing_count);
+  switch (t.stripe) {
+    case transaction::holds::write:
+      config_.stripes->end_write(stripe_of(t));
+      break;
+    case transaction::holds::repair:
+      config_.stripes->end_repair(stripe_of(t));
+      break;
+    case transaction::holds::zeroing: {
+      const auto [first, count] = zeroed_blocks(t);
+      config_.stripes->end_write_range(first, count);
+      break;
+    }
+    case transaction::holds::nothing:
+      break;
+  }
   t.stripe = transaction::holds::nothing;
 }
 

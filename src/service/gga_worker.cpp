@@ -475,11 +475,10 @@ size_t gga_worker::io_path::poll() {
     transaction& t = txns_[stripe_waits_.front()];
     stripe_waits_.pop();
     ++done;
-    if (t.op == operation::zero) {
-      if (lock_zeroing(t)) zero_step(t);
-    } else {
+    if (t.op != operation::zero)
       write_halves(t);
-    }
+    else if (hold_stripe(t, transaction::holds::zeroing))
+      zero_step(t);
   }
   done += rebuild_step();
   if (in_flight_ != 0 && engine_.pass_time() >= next_sweep_) {

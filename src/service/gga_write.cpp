@@ -67,13 +67,7 @@ void gga_worker::io_path::write_halves(transaction& t) noexcept {
   // (gga_marks.cpp; begun again from the host's bytes, under a new generation).
   if (park_for_mark(t, parked_at::before_write)) return;
   // And while no repair of the block is in flight (gga_stripes.hpp).
-  if (config_.stripes != nullptr && t.stripe == transaction::holds::nothing) {
-    if (!config_.stripes->begin_write(stripe_of(t))) {
-      if (!stripe_waits_.push(index(t))) fail(t, "write not queued", status::no_memory);
-      return;
-    }
-    t.stripe = transaction::holds::write;
-  }
+  if (!hold_stripe(t, transaction::holds::write)) return;
   begin_step(t);
   for (uint32_t k = 0; k < gga_target_count; ++k)
     if (!is_lost(k))

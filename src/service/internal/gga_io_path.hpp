@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "accel/dma_engine.hpp"
@@ -207,8 +208,6 @@ class gga_worker::io_path final : public core::event_source {
     // The block's stripe lock (gga_stripes.hpp): what its read saw, and what it holds.
     gga_stripe_locks::snapshot stripe_seen = 0;
     enum class holds : uint8_t { nothing, write, repair, zeroing } stripe = holds::nothing;
-    uint64_t zeroing_first = 0;  // a zeroing's blocks, as the stripe locks know them
-    uint64_t zeroing_count = 0;
     bool retired = false;  // not used again: a target may still touch its chunk
     bool issuing = false;  // a step's requests are being sent: not settled before all are out
     uint32_t step = 0;     // stamps this step's requests: an older step's answer is not taken
@@ -302,11 +301,17 @@ class gga_worker::io_path final : public core::event_source {
   void observe_stripe(transaction& t) noexcept {
     if (config_.stripes != nullptr) t.stripe_seen = config_.stripes->observe(stripe_of(t));
   }
-  // Gives back the lock t holds on its block (or a zeroing's blocks), if any.
+  // Takes t's block (a write) or a zeroing's blocks (each counts as a write of its block) for t;
+  // false while a repair of one of them is in flight: t waits in stripe_waits_ (poll() tries
+  // again) or, should that be full, fails.
+  bool hold_stripe(transaction& t, transaction::holds kind) noexcept;
+  // Gives back what t holds, if anything.
   void release_stripe(transaction& t) noexcept;
-  // A discard or write zeroes counts as a write of each of its blocks; false (t waits in
-  // stripe_waits_) while a repair of one of them is in flight.
-  bool lock_zeroing(transaction& t) noexcept;
+  // A zeroing's blocks, as the stripe locks know them: [first, first + count).
+  std::pair<uint64_t, uint64_t> zeroed_blocks(const transaction& t) const noexcept {
+    const uint64_t s = layout_.slots().slot();
+    return {t.span_at / s, (t.span_end - t.span_at) / s};
+  }
   void fail(transaction& t, const char* what, status why) noexcept;
   // Hands `task`, allocated from `engine` for t, to the engine (its callbacks go on with t), or
   // fails t: `no_task` when none was free, `not_submitted` when the engine refused it.
