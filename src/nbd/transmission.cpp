@@ -58,7 +58,10 @@ void server::handle_request(connection& c) {
   const uint32_t index = c.free.back();
   c.free.pop_back();
   request& r = c.requests[index];
+  // Fresh, but for the reply body's buffer, which keeps its capacity for the next reply.
+  std::string body = std::move(r.status_body);
   r = request{};
+  r.status_body = std::move(body);
   r.used = true;
   r.h = h;
   ++c.in_flight;
