@@ -416,6 +416,8 @@ void gga_session::clear_marks() noexcept {
         "next session checks them again",
         volume_->volume, e.what());
   } catch (...) {
+    ZC_LOG_WARN("volume {:016x}: the labels still name the targets rebuilt in this session",
+                volume_->volume);
   }
 }
 
